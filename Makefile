@@ -1,0 +1,45 @@
+# The course's commands. `make lab` and `make test` work on a fresh machine with
+# Python 3.10+ (3.11 is what CI uses): each creates .venv from the lock first.
+VENV   ?= .venv
+PYTHON ?= python3
+PY     := $(VENV)/bin/python
+# Every committed notebook output comes from the quick size without progress bars.
+TEST_ENV := MLLM_QUICK=1 TQDM_DISABLE=1 PYTHONHASHSEED=0
+
+.PHONY: setup lab test test-full lint notebooks headers benchmarks lock clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: requirements-lock.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-lock.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $@
+
+lab: setup  ## open the course in JupyterLab
+	$(VENV)/bin/jupyter lab notebooks/
+
+test: setup  ## unit tests, lint, and every notebook under nbval (quick size)
+	$(TEST_ENV) $(PY) -m pytest
+	$(VENV)/bin/ruff check .
+
+test-full: setup  ## run every notebook at the full size (slow; a GPU helps): errors only, outputs not compared
+	MLLM_QUICK=0 TQDM_DISABLE=1 $(PY) -m pytest --nbval-lax notebooks/
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+notebooks: setup  ## re-execute notebooks (NB=01_tokenization.ipynb for one) and save their outputs
+	$(PY) tools/notebooks.py run $(NB)
+
+headers: setup  ## rewrite every badge and Colab setup cell from pyproject.toml's Repository
+	$(PY) tools/notebooks.py headers
+
+benchmarks: setup  ## the speed measurements quoted in the README
+	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
+
+lock: setup  ## record the versions now installed in .venv as the CI lock
+	$(PY) -m pip freeze --all --exclude-editable | grep -v "^pip==" | sed -E 's/^torch==([0-9.]+)\+cpu$$/torch==\1/' > requirements-lock.txt
+
+clean:
+	rm -rf $(VENV) build *.egg-info

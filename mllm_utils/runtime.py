@@ -1,0 +1,96 @@
+"""Run size (quick or full), seeding and device choice for the notebooks.
+
+Every notebook calls :func:`start` in its first code cell after the setup
+cell. It seeds every random number generator, decides the run size and
+prints what was chosen, how long the notebook should take and how to switch.
+
+Run size
+--------
+``MLLM_QUICK=1`` means *quick* (CI, laptops: minutes), ``MLLM_QUICK=0`` means
+*full* (the posts' own settings, meant for a GPU). When the variable is unset
+the machine decides: full where a CUDA GPU is available, quick otherwise, so
+that a learner on a laptop never starts a day-long training by accident.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import torch
+
+QUICK_ENV = "MLLM_QUICK"
+
+
+def run_size() -> str:
+    """Return ``"quick"`` or ``"full"`` from ``MLLM_QUICK`` or, if unset, the machine."""
+    value = os.environ.get(QUICK_ENV, "").strip()
+    if value == "1":
+        return "quick"
+    if value == "0":
+        return "full"
+    if value:
+        raise ValueError(
+            f"{QUICK_ENV}={value!r} is not understood: use {QUICK_ENV}=1 for the quick "
+            f"size or {QUICK_ENV}=0 for the full size (or leave it unset to let the "
+            "machine decide)."
+        )
+    return "full" if torch.cuda.is_available() else "quick"
+
+
+def is_quick() -> bool:
+    """True when the notebooks run at their quick size (see :func:`run_size`)."""
+    return run_size() == "quick"
+
+
+def _size_reason() -> str:
+    value = os.environ.get(QUICK_ENV, "").strip()
+    if value:
+        return f"{QUICK_ENV}={value}"
+    return "a GPU was found" if torch.cuda.is_available() else "no GPU was found"
+
+
+def seed_everything(seed: int = 0) -> None:
+    """Seed Python's, NumPy's and PyTorch's random number generators."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def device() -> torch.device:
+    """The fastest device here: CUDA, then Apple's MPS, then the CPU.
+
+    Cells whose printed numbers are compared by nbval run on the CPU instead,
+    because the same seed gives different numbers on different devices.
+    """
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def start(quick_time: str, full_time: str, seed: int = 0) -> str:
+    """Seed everything, choose the run size and print what a learner should expect.
+
+    Parameters
+    ----------
+    quick_time, full_time:
+        How long the whole notebook takes at each size, e.g. ``"under 1 minute on
+        a 2-core CPU"`` and ``"about 20 minutes on a GPU"``.
+    seed:
+        The seed for Python, NumPy and PyTorch.
+
+    Returns ``"quick"`` or ``"full"``.
+    """
+    seed_everything(seed)
+    size = run_size()
+    other = "full" if size == "quick" else "quick"
+    print(f"Run size: {size} ({_size_reason()}), seed {seed}")
+    print(f"Expected time: {quick_time if size == 'quick' else full_time}")
+    print(
+        f"For the {other} size ({full_time if other == 'full' else quick_time}), set "
+        f"{QUICK_ENV}={'0' if other == 'full' else '1'} in the environment and restart the kernel."
+    )
+    return size

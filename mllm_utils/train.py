@@ -1,0 +1,156 @@
+"""One small training loop and a loss plot, shared by the notebooks that train.
+
+Read it in a minute: per epoch, one pass over the training batches (forward,
+loss, backward, step), then the mean validation loss. Nothing is hidden: no
+callbacks, no hooks, no framework. Batches are ``(X, Y)`` pairs; the loss is
+``loss_fn(model(X), Y)``. Models whose forward returns more than the logits
+(an RNN's hidden state, say) pass ``forward=lambda model, X: model(X)[0]``.
+:class:`Batches` serves shuffled mini-batches from two tensors without a
+``DataLoader``'s per-sample Python calls.
+
+Introduced in notebook 02 (word vectors).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+
+import torch
+from tqdm.auto import tqdm
+
+
+class Batches:
+    """Mini-batches ``(X[rows], Y[rows])`` of two tensors, in a fresh random order on every pass.
+
+    A stand-in for a ``DataLoader`` when the whole data set is already two
+    tensors: one index per batch instead of one Python call per sample. Each
+    ``for`` loop over it is one epoch; the order comes from its own seeded
+    generator, so runs repeat exactly.
+    """
+
+    def __init__(
+        self, X: torch.Tensor, Y: torch.Tensor, batch_size: int, shuffle: bool = True, seed: int = 0
+    ):
+        if len(X) != len(Y):
+            raise ValueError(
+                f"X and Y must have the same number of rows, got {len(X)} and {len(Y)}"
+            )
+        if len(X) == 0:
+            raise ValueError("Batches got no rows: the data set is empty")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.X, self.Y, self.batch_size, self.shuffle = X, Y, batch_size, shuffle
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __len__(self) -> int:
+        return math.ceil(len(self.X) / self.batch_size)
+
+    def __iter__(self):
+        n = len(self.X)
+        order = torch.randperm(n, generator=self.generator) if self.shuffle else torch.arange(n)
+        for start in range(0, n, self.batch_size):
+            rows = order[start : start + self.batch_size]
+            yield self.X[rows], self.Y[rows]
+
+
+def _batch_loss(model, loss_fn, forward, X, Y, device):
+    logits = forward(model, X.to(device))
+    Y = Y.to(device)
+    if logits.ndim > 2:  # a sequence model: (B, T, V) logits against (B, T) targets
+        logits, Y = logits.reshape(-1, logits.shape[-1]), Y.reshape(-1)
+    return loss_fn(logits, Y)
+
+
+@torch.no_grad()
+def evaluate(
+    model, loss_fn, batches: Iterable, device="cpu", forward: Callable | None = None
+) -> float:
+    """Mean loss over ``batches`` (weighted by batch size), in eval mode and without gradients."""
+    forward = forward or (lambda m, X: m(X))
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    for X, Y in batches:
+        total += _batch_loss(model, loss_fn, forward, X, Y, device).item() * len(X)
+        count += len(X)
+    model.train(was_training)
+    if count == 0:
+        raise ValueError("evaluate got no batches: is the validation set empty?")
+    return total / count
+
+
+def train(
+    model: torch.nn.Module,
+    loss_fn: Callable,
+    optimizer: torch.optim.Optimizer,
+    train_batches: Iterable,
+    epochs: int,
+    val_batches: Iterable | None = None,
+    scheduler=None,
+    device="cpu",
+    forward: Callable | None = None,
+) -> dict:
+    """Train ``model`` for ``epochs`` passes over ``train_batches``; return the loss history.
+
+    ``train_batches`` and ``val_batches`` are re-iterated each epoch (a
+    DataLoader, or a list of ``(X, Y)`` pairs). ``scheduler.step()``, if given,
+    runs after every optimizer step. Returns ``{"train": [...], "val": [...],
+    "step": [...]}``: the mean training and validation loss per epoch, and the
+    loss of every step.
+    """
+    if epochs < 1:
+        raise ValueError(f"epochs must be at least 1, got {epochs}")
+    forward = forward or (lambda m, X: m(X))
+    model.to(device)
+    history = {"train": [], "val": [], "step": []}
+    for epoch in range(epochs):
+        model.train()
+        total, count = 0.0, 0
+        progress = tqdm(train_batches, desc=f"epoch {epoch + 1}/{epochs}", leave=False)
+        for X, Y in progress:
+            loss = _batch_loss(model, loss_fn, forward, X, Y, device)
+            value = loss.item()  # one device-to-host copy per step, reused below
+            if not math.isfinite(value):
+                raise FloatingPointError(
+                    f"the loss became {value} in epoch {epoch + 1}: lower the learning rate"
+                )
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
+            history["step"].append(value)
+            progress.set_postfix(loss=f"{value:.3f}", refresh=False)
+            total += value * len(X)
+            count += len(X)
+        if count == 0:
+            raise ValueError("train got no batches: is the training set empty?")
+        history["train"].append(total / count)
+        if val_batches is not None:
+            history["val"].append(evaluate(model, loss_fn, val_batches, device, forward))
+    return history
+
+
+def plot_losses(history: dict, title: str = "Loss", ax=None):
+    """Plot a :func:`train` history: per-step loss (faint), per-epoch train and validation loss."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.5))
+    steps = history.get("step", [])
+    epochs = len(history.get("train", []))
+    if steps:
+        per_epoch = len(steps) / max(epochs, 1)
+        ax.plot(
+            [(i + 1) / per_epoch for i in range(len(steps))], steps, alpha=0.3, label="train (step)"
+        )
+    if epochs:
+        ax.plot(range(1, epochs + 1), history["train"], "o-", label="train (epoch mean)")
+    if history.get("val"):
+        ax.plot(range(1, len(history["val"]) + 1), history["val"], "s-", label="validation")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("loss")
+    ax.set_title(title)
+    ax.legend()
+    return ax

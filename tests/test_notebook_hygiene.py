@@ -1,0 +1,134 @@
+"""Checks on the committed notebooks themselves (not on what they compute).
+
+nbval (run by plain `pytest`) re-executes every notebook and compares outputs;
+these tests check what nbval cannot: that the notebooks were run top to bottom
+in one fresh kernel, that they follow the course conventions (CONTRIBUTING.md),
+and that the README lists them in order.
+"""
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tools.notebooks import ROOT, header_problems, notebook_paths, repository_url
+
+NOTEBOOKS = notebook_paths()
+MAX_OUTPUT_BYTES = 2_000_000  # per notebook, images included
+MIN_COMPARED_SHARE = 0.8
+NBVAL_MARK = re.compile(r"^\s*#\s*NBVAL_(IGNORE_OUTPUT|SKIP)", re.MULTILINE)
+# Paths that only exist on somebody's machine.
+PERSONAL_PATH = re.compile(r"(/home/\w|/Users/\w|/root/|/work/|/tmp/|/content/drive|[A-Z]:\\\\Users)")
+
+
+def ids(paths):
+    return [p.name for p in paths]
+
+
+def code_cells(nb):
+    return [c for c in nb.cells if c.cell_type == "code"]
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS, "notebooks/ holds no .ipynb file"
+
+
+def test_readme_lists_every_notebook_in_order():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = [name for name in re.findall(r"\[(\d\d\w*)\]\(notebooks/\1\.ipynb\)", readme)]
+    names = [p.stem for p in NOTEBOOKS]
+    assert table == names, (
+        "The README course table must list exactly the notebooks in notebooks/, in order.\n"
+        f"README: {table}\nnotebooks/: {names}"
+    )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids(NOTEBOOKS))
+def test_conventions(path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    assert re.fullmatch(r"\d\d[a-z]?_[a-z0-9_]+\.ipynb", path.name), "name: NN_topic.ipynb"
+    assert nb.metadata.get("kernelspec", {}).get("name") == "python3", "kernelspec must be python3"
+    assert "widgets" not in nb.metadata, "saved widget state: re-run with tools/notebooks.py"
+    first = nb.cells[0]
+    assert first.cell_type == "markdown" and first.source.startswith(f"# {path.name[:3].strip('_')}"), (
+        "the first cell is the title, '# NN · Title'"
+    )
+    problems = header_problems(nb, path, repository_url())
+    assert not problems, "; ".join(problems) + " (fix: `make headers`)"
+    assert "mllm_utils.start(" in nb.cells[3].source, "cell 3 imports and calls mllm_utils.start(...)"
+    headings = [c.source for c in nb.cells if c.cell_type == "markdown"]
+    for section in ("## Exercises", "## Summary", "## What's next"):
+        assert any(section in h for h in headings), f"missing a '{section}' section"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids(NOTEBOOKS))
+def test_executed_top_to_bottom_without_errors(path):
+    nb = nbformat.read(path, as_version=4)
+    counts = [c.execution_count for c in code_cells(nb) if c.source.strip()]
+    assert counts == list(range(1, len(counts) + 1)), (
+        f"execution counts {counts}: run it top to bottom in a fresh kernel "
+        f"(`python tools/notebooks.py run {path.name}`)"
+    )
+    for i, cell in enumerate(code_cells(nb)):
+        for out in cell.outputs:
+            assert out.output_type != "error", f"code cell {i} stores an error"
+            assert out.get("name") != "stderr", f"code cell {i} stores stderr output: {out.text[:300]}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids(NOTEBOOKS))
+def test_outputs_small_and_portable(path):
+    text = path.read_text(encoding="utf-8")
+    assert len(text.encode()) < MAX_OUTPUT_BYTES, f"{path.name} is over {MAX_OUTPUT_BYTES} bytes"
+    found = PERSONAL_PATH.search(text)
+    assert not found, f"{path.name} holds a machine-specific path near {text[found.start() - 60:found.end() + 60]!r}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids(NOTEBOOKS))
+def test_most_outputs_are_compared(path):
+    nb = nbformat.read(path, as_version=4)
+    with_output = [c for c in code_cells(nb) if c.outputs]
+    compared = [c for c in with_output if not NBVAL_MARK.search(c.source)]
+    share = len(compared) / len(with_output) if with_output else 1.0
+    print(f"{path.name}: {len(compared)} of {len(with_output)} code cells with output compared ({share:.0%})")
+    assert share >= MIN_COMPARED_SHARE, f"only {share:.0%} of cells with output are compared by nbval"
+    for cell in code_cells(nb):
+        if re.search(r"NBVAL_IGNORE_OUTPUT", cell.source):
+            assert "assert" in cell.source, (
+                "a cell whose output nbval ignores must assert its result instead:\n" + cell.source[:200]
+            )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids(NOTEBOOKS))
+def test_exercises_have_nbgrader_markup(path):
+    nb = nbformat.read(path, as_version=4)
+    grade_ids = []
+    solutions = 0
+    for i, cell in enumerate(nb.cells):
+        meta = cell.metadata.get("nbgrader")
+        has_markers = "### BEGIN SOLUTION" in cell.source
+        if has_markers:
+            assert "### END SOLUTION" in cell.source, f"cell {i}: BEGIN SOLUTION without END SOLUTION"
+            assert meta and meta.get("solution") is True, f"cell {i}: solution markers need nbgrader metadata"
+        if not meta:
+            continue
+        grade_ids.append(meta["grade_id"])
+        if meta.get("solution"):
+            solutions += 1
+            assert has_markers, f"cell {i}: an nbgrader solution cell needs ### BEGIN/END SOLUTION"
+            check = nb.cells[i + 1] if i + 1 < len(nb.cells) else None
+            assert check is not None and check.metadata.get("nbgrader", {}).get("grade") is True, (
+                f"cell {i}: each solution is followed by its graded check cell"
+            )
+            assert "assert" in check.source or "check" in check.source, f"cell {i + 1}: a check cell checks"
+    assert solutions >= 2, "each notebook has at least two exercises with solutions"
+    assert len(grade_ids) == len(set(grade_ids)), f"duplicate nbgrader grade_id in {grade_ids}"
+
+
+def test_header_command_agrees_with_pyproject():
+    """The one address in pyproject.toml is what every notebook uses (tested per notebook above)."""
+    url = repository_url()
+    assert url.startswith("https://github.com/") and url.count("/") == 4, url
+    for path in NOTEBOOKS:
+        assert url in Path(path).read_text(encoding="utf-8"), f"{path.name} does not use {url}"

@@ -1,0 +1,172 @@
+"""Keep the course notebooks consistent: headers, execution, normalised files.
+
+    python tools/notebooks.py headers [--check] [NOTEBOOK ...]  rewrite (or check) every badge and Colab setup cell
+    python tools/notebooks.py run [NOTEBOOK ...]    execute top to bottom in a fresh kernel, quick size,
+                                                    and save the outputs (what nbval then compares)
+
+The repository address comes from one place, ``[project.urls] Repository`` in
+pyproject.toml. ``tests/test_notebook_hygiene.py`` fails when any notebook's
+badge or setup cell differs from what ``headers`` writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+BADGE_TAG = "colab-badge"
+SETUP_TAG = "colab-setup"
+# Environment of every committed run (and of `pytest`): quick size, no progress bars.
+RUN_ENV = {"MLLM_QUICK": "1", "TQDM_DISABLE": "1", "PYTHONHASHSEED": "0"}
+
+
+def repository_url() -> str:
+    """The course's public address, from pyproject.toml."""
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)["project"]["urls"]["Repository"].rstrip("/")
+
+
+def notebook_paths() -> list[Path]:
+    return sorted(NOTEBOOKS.glob("*.ipynb"))
+
+
+def badge_source(path: Path, url: str) -> str:
+    github = url.removeprefix("https://github.com/")
+    colab = f"https://colab.research.google.com/github/{github}/blob/main/notebooks/{path.name}"
+    return (
+        f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab})\n"
+        "\n"
+        "In Colab, run the setup cell below first; it installs this course's package "
+        "(and leaves Colab's own PyTorch alone). Outside Colab it does nothing."
+    )
+
+
+def setup_source(url: str) -> str:
+    folder = url.rsplit("/", 1)[-1]
+    return f'''# Setup for Google Colab: fetch the course and install its package. Does nothing elsewhere.
+import sys
+
+if "google.colab" in sys.modules:
+    import importlib
+    import os
+    import subprocess
+
+    REPO_URL = "{url}"
+    REPO_DIR = "/content/{folder}"
+    if not os.path.isdir(REPO_DIR):
+        subprocess.run(["git", "clone", "--depth", "1", REPO_URL, REPO_DIR], check=True)
+    setup = [f"{{REPO_DIR}}/colab_setup.sh", sys.executable]
+    result = subprocess.run(["bash", *setup], capture_output=True, text=True)
+    print(result.stdout)
+    if result.returncode != 0:
+        raise RuntimeError(f"colab_setup.sh failed:\\n{{result.stderr}}")
+    importlib.invalidate_caches()'''
+
+
+def header_cells(path: Path, url: str) -> tuple:
+    badge = nbformat.v4.new_markdown_cell(badge_source(path, url))
+    badge.metadata["tags"] = [BADGE_TAG]
+    setup = nbformat.v4.new_code_cell(setup_source(url))
+    setup.metadata["tags"] = [SETUP_TAG]
+    return badge, setup
+
+
+def header_problems(nb, path: Path, url: str) -> list[str]:
+    """What differs between a notebook's header cells (cells 1 and 2) and the generated ones."""
+    badge, setup = header_cells(path, url)
+    problems = []
+    for index, want, tag in ((1, badge, BADGE_TAG), (2, setup, SETUP_TAG)):
+        cell = nb.cells[index] if len(nb.cells) > index else None
+        if cell is None or tag not in cell.metadata.get("tags", []):
+            problems.append(f"cell {index} should be the '{tag}' cell")
+        elif cell.source != want.source or cell.cell_type != want.cell_type:
+            problems.append(f"the '{tag}' cell differs from `python tools/notebooks.py headers`")
+    return problems
+
+
+def write_headers(check: bool, paths: list[Path]) -> int:
+    url = repository_url()
+    bad = 0
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        problems = header_problems(nb, path, url)
+        if not problems:
+            continue
+        if check:
+            bad += 1
+            print(f"{path.name}: " + "; ".join(problems))
+            continue
+        badge, setup = header_cells(path, url)
+        # Drop stale header cells wherever they are, then put fresh ones after the title.
+        nb.cells = [c for c in nb.cells if not {BADGE_TAG, SETUP_TAG} & set(c.metadata.get("tags", []))]
+        nb.cells[1:1] = [badge, setup]
+        save(nb, path)
+        print(f"{path.name}: headers rewritten (run it again: `python tools/notebooks.py run {path.name}`)")
+    return 1 if bad else 0
+
+
+def normalise(nb) -> None:
+    """Strip what differs between machines and runs but is not the lesson."""
+    nb.metadata.pop("widgets", None)
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    nb.metadata["language_info"] = {"name": "python"}
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+        cell.metadata.pop("ExecuteTime", None)
+
+
+def save(nb, path: Path) -> None:
+    normalise(nb)
+    tmp = path.with_suffix(".ipynb.tmp")
+    nbformat.write(nb, tmp)
+    os.replace(tmp, path)
+
+
+def run(paths: list[Path]) -> None:
+    from nbclient import NotebookClient
+
+    os.environ.update(RUN_ENV)
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        start = time.perf_counter()
+        NotebookClient(
+            nb, timeout=1200, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+        ).execute()
+        seconds = time.perf_counter() - start
+        save(nb, path)
+        print(f"{path.name}: executed in {seconds:.1f} s")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    headers = sub.add_parser("headers", help="rewrite every notebook's badge and Colab setup cell")
+    headers.add_argument("--check", action="store_true", help="only report differences (exit 1)")
+    headers.add_argument("notebooks", nargs="*", help="paths or names (default: all)")
+    runner = sub.add_parser("run", help="execute notebooks in quick mode and save their outputs")
+    runner.add_argument("notebooks", nargs="*", help="paths or names (default: all)")
+    args = parser.parse_args(argv)
+    paths = [Path(p) if Path(p).exists() else NOTEBOOKS / p for p in args.notebooks] or notebook_paths()
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        parser.error(f"no such notebook: {', '.join(missing)}")
+    if args.command == "headers":
+        return write_headers(args.check, paths)
+    run(paths)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
