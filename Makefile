@@ -16,8 +16,11 @@ $(VENV)/.installed: requirements-lock.txt pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $@
 
+# Jupyter refuses to run as root (containers, some cloud machines) unless told to.
+LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
+
 lab: setup  ## open the course in JupyterLab
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab $(LAB_ARGS) notebooks/
 
 test: setup  ## unit tests, lint, and every notebook under nbval (quick size)
 	$(TEST_ENV) $(PY) -m pytest
