@@ -14,6 +14,9 @@ $(VENV)/.installed: requirements-lock.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-lock.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@# matplotlib builds its font cache on first import and says so on stderr: do it
+	@# now, not inside the first notebook that plots.
+	MPLBACKEND=Agg $(PY) -c "import matplotlib.pyplot"
 	touch $@
 
 # Jupyter refuses to run as root (containers, some cloud machines) unless told to.

@@ -94,3 +94,17 @@ def start(quick_time: str, full_time: str, seed: int = 0) -> str:
         f"{QUICK_ENV}={'0' if other == 'full' else '1'} in the environment and restart the kernel."
     )
     return size
+
+
+def progress(iterable=None, **kwargs):
+    """A ``tqdm.auto`` progress bar that honours ``TQDM_DISABLE=1``.
+
+    tqdm's notebook bar passes ``disable=False`` itself, which overrides the
+    environment variable, so tests and committed runs (which set it) would store
+    progress widgets with timings in them. Keyword arguments go to tqdm.
+    """
+    from tqdm.auto import tqdm
+
+    if os.environ.get("TQDM_DISABLE", "").strip().lower() in ("1", "true", "yes"):
+        kwargs["disable"] = True
+    return tqdm(iterable, **kwargs)

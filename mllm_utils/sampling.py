@@ -1,0 +1,452 @@
+"""Choosing the next token from a model's logits: greedy, temperature, top-k, top-p.
+
+A language model gives, for the next position, one score (a *logit*) per
+vocabulary entry. This module turns those scores into a choice:
+
+* :func:`greedy` takes the most likely token (deterministic);
+* :func:`sample` draws from ``softmax(logits / T)`` after optional top-k and
+  top-p (nucleus) filtering, with an explicit ``torch.Generator`` for
+  reproducible draws;
+* :func:`apply_temperature`, :func:`top_k_logits` and :func:`top_p_logits` are
+  the three reshaping steps on their own. Each returns *logits* again, with the
+  discarded entries set to ``-inf`` (so ``softmax`` gives them probability 0),
+  which makes them easy to plot and to chain;
+* :func:`distribution` is the probability vector :func:`sample` draws from;
+* :func:`generate` runs a model token by token, carrying its state, and
+  :func:`generate_refeed` is the slow reference that re-feeds the whole text.
+
+Every function works on the last dimension of a ``(..., V)`` tensor, so one
+row, a batch ``(B, V)`` or a model output ``(B, T, V)`` all work.
+
+Conventions and decisions
+-------------------------
+* Order: temperature first, then top-k, then top-p (on the renormalised
+  distribution that top-k left), then one draw with ``torch.multinomial``.
+* ``temperature`` must be a finite number > 0. ``T < 1`` sharpens the
+  distribution (towards greedy), ``T > 1`` flattens it (towards uniform).
+  ``T = 0`` is *not* accepted as a spelling of greedy decoding: call
+  :func:`greedy` (or ``generate(..., greedy=True)``) to say so explicitly.
+* Ties in top-k: every token whose logit equals the k-th largest is kept, so
+  top-k keeps exactly ``k`` tokens when the k-th and (k+1)-th logits differ and
+  more when they tie. Dropping one of two equally likely tokens would be an
+  arbitrary choice (``torch.topk`` does not promise which); keeping both does
+  not depend on the implementation.
+* Top-p keeps the smallest set of most likely tokens whose probability reaches
+  ``p``: a token is kept when the mass of the tokens *strictly more likely*
+  than it is below ``p``. The most likely token is therefore always kept, tied
+  tokens are kept or dropped together, and ``p = 1`` keeps everything (even
+  when rounding makes the probabilities sum to slightly less than 1, the case
+  a loop ``while total <= p`` runs past the end on).
+* Greedy ties go to the lowest index (``torch.argmax`` documents this).
+* ``-inf`` logits are allowed (they mean "masked, never pick"); NaN and
+  ``+inf`` are not, nor is a row whose logits are all ``-inf``.
+
+Introduced in notebook 06 (sampling); notebook 07 (War and Peace) and
+notebook 10 (masked attention) generate text with it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+__all__ = [
+    "apply_temperature",
+    "distribution",
+    "generate",
+    "generate_refeed",
+    "greedy",
+    "sample",
+    "top_k_logits",
+    "top_p_logits",
+]
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _check_logits(logits, name: str = "logits") -> torch.Tensor:
+    """Raise a clear error unless ``logits`` is a usable (..., V) floating tensor."""
+    if not isinstance(logits, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of shape (..., V), got {type(logits).__name__}")
+    if not logits.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor (scores, not token ids), got dtype {logits.dtype}")
+    if logits.ndim == 0:
+        raise ValueError(f"{name} must have at least one dimension (..., V), got a 0-d tensor")
+    if logits.shape[-1] == 0:
+        raise ValueError(f"{name} has an empty last (vocabulary) dimension: shape {tuple(logits.shape)}")
+    if torch.isnan(logits).any():
+        raise ValueError(f"{name} contains NaN: check the model's output (a diverged training?)")
+    if torch.isposinf(logits).any():
+        raise ValueError(f"{name} contains +inf: only -inf is allowed (it masks a token); check the model's output")
+    if logits.numel() and torch.isneginf(logits).all(dim=-1).any():
+        raise ValueError(f"{name} has a row where every entry is -inf: there is no token left to choose")
+    return logits
+
+
+def _check_temperature(temperature) -> float:
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+        raise TypeError(f"temperature must be a number > 0, got {temperature!r}")
+    if not math.isfinite(temperature) or temperature <= 0:
+        raise ValueError(
+            f"temperature must be a finite number > 0, got {temperature!r}. For greedy decoding "
+            "(the limit T -> 0) call greedy(logits) or generate(..., greedy=True)."
+        )
+    return float(temperature)
+
+
+def _check_k(k, vocab_size: int | None = None) -> int:
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise TypeError(f"top_k must be an int between 1 and the vocabulary size, got {k!r}")
+    if k < 1:
+        raise ValueError(f"top_k must be at least 1, got {k}; use top_k=None to switch top-k off")
+    if vocab_size is not None and k > vocab_size:
+        raise ValueError(
+            f"top_k={k} is larger than the vocabulary ({vocab_size} entries); "
+            f"use at most {vocab_size}, or top_k=None to keep every token"
+        )
+    return k
+
+
+def _check_p(p) -> float:
+    if isinstance(p, bool) or not isinstance(p, (int, float)):
+        raise TypeError(f"top_p must be a number in (0, 1], got {p!r}")
+    if not (0.0 < p <= 1.0):  # also false for NaN
+        raise ValueError(
+            f"top_p must be in (0, 1], got {p!r}: it is the probability mass to keep "
+            "(1.0 keeps every token; use top_p=None to switch top-p off)"
+        )
+    return float(p)
+
+
+# ------------------------------------------------------- the reshaping steps
+
+
+def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Divide the logits by ``temperature``: ``softmax(z / T)`` is the tempered distribution.
+
+    ``T < 1`` sharpens the distribution (the largest logit wins more often;
+    ``T -> 0`` approaches greedy decoding), ``T > 1`` flattens it (``T -> inf``
+    approaches uniform over the unmasked tokens), ``T = 1`` leaves it as is.
+
+    The row maximum is subtracted before dividing, i.e. the result is
+    ``(z - max z) / T``. A constant per row cancels in softmax, so the
+    probabilities are exactly those of ``z / T``; the shift keeps a very small
+    ``T`` from overflowing to ``+inf`` (the largest entry is always 0).
+    ``-inf`` entries stay ``-inf``.
+
+    Raises ``ValueError`` for ``T <= 0`` or non-finite ``T``.
+    Introduced in notebook 06.
+    """
+    _check_logits(logits)
+    temperature = _check_temperature(temperature)
+    top = logits.amax(dim=-1, keepdim=True)
+    return (logits - top) / temperature
+
+
+def top_k_logits(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """Keep the ``k`` largest logits of each row; set the others to ``-inf``.
+
+    Ties: every entry equal to the k-th largest logit is kept, so exactly ``k``
+    entries survive when the k-th and (k+1)-th largest differ, more when they
+    tie. ``k`` must be between 1 and the vocabulary size ``V``; ``k = V`` keeps
+    everything. Introduced in notebook 06.
+    """
+    _check_logits(logits)
+    k = _check_k(k, logits.shape[-1])
+    kth_largest = torch.topk(logits, k, dim=-1).values[..., -1:]
+    return logits.masked_fill(logits < kth_largest, float("-inf"))
+
+
+def top_p_logits(logits: torch.Tensor, p: float) -> torch.Tensor:
+    """Nucleus filter: keep the smallest set of most likely tokens whose probability reaches ``p``.
+
+    With the probabilities ``softmax(logits)`` sorted in decreasing order, a
+    token is kept when the total probability of the tokens strictly more
+    likely than it is below ``p``. So the most likely token is always kept,
+    the kept mass is at least ``p``, and no smaller set of tokens reaches
+    ``p`` (when there are no ties at the border; tied tokens are kept or
+    dropped together). ``p = 1`` returns the logits unchanged, whatever the
+    rounding of the float sum. The others are set to ``-inf``.
+
+    ``p`` must be in ``(0, 1]``. Introduced in notebook 06.
+    """
+    _check_logits(logits)
+    p = _check_p(p)
+    if p >= 1.0:
+        return logits.clone()  # keep everything; no cumulative sum to round wrongly
+    # Sums in float64, so rounding does not move the border for small p-values.
+    probs = torch.softmax(logits.double(), dim=-1)
+    sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
+    # Exclusive cumulative sum: the mass of the tokens ranked before each one (shifted, not
+    # cumsum - probs, so that a prefix summing to exactly p stops the nucleus exactly there).
+    cumulative = torch.cumsum(sorted_probs, dim=-1)
+    mass_before = torch.cat([torch.zeros_like(cumulative[..., :1]), cumulative[..., :-1]], dim=-1)
+    # Tied tokens share the mass *strictly* above them: that of their group's first member.
+    neg = (-sorted_probs).contiguous()  # ascending, as searchsorted wants
+    first_of_tie = torch.searchsorted(neg, neg, side="left")
+    mass_above = torch.gather(mass_before, -1, first_of_tie)
+    keep_sorted = mass_above < p
+    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+    return logits.masked_fill(~keep, float("-inf"))
+
+
+def distribution(
+    logits: torch.Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+) -> torch.Tensor:
+    """The probabilities :func:`sample` draws from: temperature, then top-k, then top-p, then softmax.
+
+    Returns a tensor of the shape of ``logits`` whose last dimension sums to 1
+    (float32 or wider). Handy for plotting what each setting does.
+    Introduced in notebook 06.
+    """
+    _check_logits(logits)
+    _check_temperature(temperature)
+    if top_k is not None:
+        _check_k(top_k, logits.shape[-1])
+    if top_p is not None:
+        _check_p(top_p)
+    z = apply_temperature(logits, temperature)
+    if z.dtype in (torch.float16, torch.bfloat16):
+        z = z.float()  # softmax and multinomial want a wider type
+    if top_k is not None:
+        z = top_k_logits(z, top_k)
+    if top_p is not None:
+        z = top_p_logits(z, top_p)
+    return torch.softmax(z, dim=-1)
+
+
+# ---------------------------------------------------------------- choosing
+
+
+def greedy(logits: torch.Tensor) -> torch.Tensor:
+    """Index of the largest logit along the last dimension: shape ``(...,)``, dtype long.
+
+    Deterministic; ties go to the lowest index. It is the ``T -> 0`` limit of
+    :func:`sample`. Introduced in notebook 06.
+    """
+    _check_logits(logits)
+    return torch.argmax(logits, dim=-1)
+
+
+def sample(
+    logits: torch.Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Draw one token index per row from the filtered, tempered distribution: shape ``(...,)``.
+
+    Steps: :func:`apply_temperature`, then :func:`top_k_logits` (if ``top_k``),
+    then :func:`top_p_logits` (if ``top_p``), then ``softmax`` and one
+    ``torch.multinomial`` draw per row with ``generator`` (pass a seeded
+    ``torch.Generator`` for reproducible draws; it must live on the logits'
+    device). ``top_k=None`` / ``top_p=None`` switch those filters off.
+
+    Raises ``ValueError`` for ``temperature <= 0`` (use :func:`greedy` for
+    greedy decoding), ``top_k`` outside ``1..V``, ``top_p`` outside ``(0, 1]``
+    and logits that are NaN, ``+inf`` or all ``-inf`` in a row.
+    Introduced in notebook 06.
+    """
+    probs = distribution(logits, temperature, top_k, top_p)
+    flat = probs.reshape(-1, probs.shape[-1])
+    if flat.shape[0] == 0:
+        return torch.zeros(probs.shape[:-1], dtype=torch.long, device=probs.device)
+    if generator is not None and generator.device != flat.device:
+        raise ValueError(
+            f"the generator is on {generator.device} but the logits are on {flat.device}: "
+            "create the generator on the logits' device, e.g. torch.Generator(device=logits.device)"
+        )
+    drawn = torch.multinomial(flat, num_samples=1, generator=generator)
+    return drawn.reshape(probs.shape[:-1])
+
+
+# -------------------------------------------------------------- generation
+
+
+def _prompt_tensor(prompt_ids) -> tuple[torch.Tensor, bool]:
+    """Return the prompt as a (B, T) long tensor and whether it came in 1-D."""
+    prompt = torch.as_tensor(prompt_ids)
+    if prompt.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
+        raise TypeError(f"prompt_ids must hold integer token ids, got dtype {prompt.dtype}")
+    if prompt.ndim not in (1, 2):
+        raise ValueError(f"prompt_ids must have shape (B, T) or (T,), got {tuple(prompt.shape)}")
+    one_d = prompt.ndim == 1
+    prompt = prompt.long().unsqueeze(0) if one_d else prompt.long()
+    if prompt.shape[1] == 0:
+        raise ValueError("prompt_ids is empty: give at least one token to start from")
+    return prompt, one_d
+
+
+def _check_generation_args(length, temperature, top_k, top_p, greedy_decoding) -> None:
+    if isinstance(length, bool) or not isinstance(length, int) or length < 0:
+        raise ValueError(f"length must be an int >= 0 (the number of tokens to generate), got {length!r}")
+    if not isinstance(greedy_decoding, bool):
+        raise TypeError(f"greedy must be True or False, got {greedy_decoding!r}")
+    _check_temperature(temperature)
+    if top_k is not None:
+        _check_k(top_k)
+    if top_p is not None:
+        _check_p(top_p)
+
+
+def _model_device(model: torch.nn.Module) -> torch.device:
+    for tensor in model.parameters():
+        return tensor.device
+    for tensor in model.buffers():
+        return tensor.device
+    return torch.device("cpu")
+
+
+def _split_output(output, batch: int, steps: int):
+    """Check a model's output is (logits (B, T, V), state) and return both."""
+    if not (isinstance(output, (tuple, list)) and len(output) == 2):
+        raise TypeError(
+            "generate expects model(x, state=...) to return a pair (logits, state), got "
+            f"{type(output).__name__}. Wrap the model so that its forward takes and returns its state."
+        )
+    logits, state = output
+    if not (isinstance(logits, torch.Tensor) and logits.ndim == 3 and tuple(logits.shape[:2]) == (batch, steps)):
+        shape = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise ValueError(
+            f"the model's logits must have shape (B, T, V) = ({batch}, {steps}, V) for an input "
+            f"of shape ({batch}, {steps}), got {shape} (is the model batch_first?)"
+        )
+    return logits, state
+
+
+def _choose(logits, greedy_decoding, temperature, top_k, top_p, generator):
+    """Next token ids (B,) from last-position logits (B, V), on the logits' device."""
+    if greedy_decoding:
+        return greedy(logits)
+    if generator is not None and generator.device != logits.device:
+        # Sample where the generator lives (a seeded CPU generator gives the same draws
+        # whichever device the model runs on); the tokens go back to the model's device.
+        return sample(logits.to(generator.device), temperature, top_k, top_p, generator).to(logits.device)
+    return sample(logits, temperature, top_k, top_p, generator)
+
+
+def _run_without_grad(model, body):
+    """Run ``body()`` in eval mode without gradients; restore the model's mode even on error."""
+    was_training = model.training
+    model.eval()  # dropout off: generation should not be noisier than the trained model
+    try:
+        with torch.no_grad():
+            return body()
+    finally:
+        model.train(was_training)
+
+
+def generate(
+    model: torch.nn.Module,
+    prompt_ids: torch.Tensor | Sequence[int],
+    length: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    greedy: bool = False,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Generate ``length`` new tokens after ``prompt_ids``, carrying the model's state between steps.
+
+    The model contract
+    ------------------
+    ``model(x, state=None) -> (logits, state)`` with ``x`` a ``(B, T)`` long
+    tensor of token ids (batch first) and ``logits`` of shape ``(B, T, V)``.
+    ``state`` is whatever the model needs to continue where it stopped: an
+    LSTM's ``(h, c)``, a GRU's ``h``, a transformer's key/value cache, or even
+    just the tokens seen so far. ``generate`` never looks inside it; it passes
+    back exactly what the model returned. With ``state=None`` the model starts
+    fresh.
+
+    What it does
+    ------------
+    1. feeds the whole prompt once: ``logits, state = model(prompt, state=None)``;
+    2. picks the next token from ``logits[:, -1]`` (``greedy=True``: the most
+       likely one; otherwise :func:`sample` with ``temperature``, ``top_k``,
+       ``top_p`` and ``generator``);
+    3. feeds only that new token with the carried state,
+       ``logits, state = model(token[:, None], state=state)``, and repeats from 2.
+
+    Each step therefore costs one token's work, not the whole text's (compare
+    :func:`generate_refeed`). The model is put in eval mode and run under
+    ``torch.no_grad()``; its previous mode (train or eval) is restored
+    afterwards, also when an error interrupts generation. The prompt is moved
+    to the device of the model's parameters. If ``generator`` lives on another
+    device (a seeded CPU generator with a GPU model), each draw happens on the
+    generator's device, so the same seed gives the same draws everywhere (up
+    to the model's own numerical differences).
+
+    ``greedy=True`` ignores ``temperature``, ``top_k``, ``top_p`` and
+    ``generator`` (they are still checked). ``prompt_ids`` may be ``(B, T)`` or
+    ``(T,)`` (a tensor or a list of ints); the result has shape
+    ``(B, length)`` or ``(length,)`` respectively, dtype long, on the model's
+    device, and holds only the new tokens (prepend the prompt yourself).
+
+    Introduced in notebook 06; used by notebooks 07 and 10.
+    """
+    greedy_decoding = greedy
+    _check_generation_args(length, temperature, top_k, top_p, greedy_decoding)
+    prompt, one_d = _prompt_tensor(prompt_ids)
+    device = _model_device(model)
+    prompt = prompt.to(device)
+    batch = prompt.shape[0]
+
+    def body():
+        new = torch.empty(batch, length, dtype=torch.long, device=device)
+        if length == 0:
+            return new
+        logits, state = _split_output(model(prompt, state=None), batch, prompt.shape[1])
+        for i in range(length):
+            token = _choose(logits[:, -1, :], greedy_decoding, temperature, top_k, top_p, generator)
+            new[:, i] = token
+            if i + 1 < length:  # the last token needs no forward pass
+                logits, state = _split_output(model(token[:, None], state=state), batch, 1)
+        return new
+
+    new = _run_without_grad(model, body)
+    return new[0] if one_d else new
+
+
+def generate_refeed(
+    model: torch.nn.Module,
+    prompt_ids: torch.Tensor | Sequence[int],
+    length: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    greedy: bool = False,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Like :func:`generate`, but re-feeds the whole growing sequence at every step (slow reference).
+
+    Each step calls ``model(all_tokens_so_far, state=None)`` and keeps only the
+    last position's logits, so step ``t`` costs ``t`` tokens' work and a whole
+    run grows quadratically. It gives the same tokens as :func:`generate` (up
+    to float rounding) and exists to show, and measure, why carrying the state
+    matters. Same arguments, checks and result as :func:`generate`.
+
+    Introduced in notebook 06; notebook 07 measures it against :func:`generate`.
+    """
+    greedy_decoding = greedy
+    _check_generation_args(length, temperature, top_k, top_p, greedy_decoding)
+    prompt, one_d = _prompt_tensor(prompt_ids)
+    device = _model_device(model)
+    prompt = prompt.to(device)
+
+    def body():
+        tokens = prompt
+        for _ in range(length):
+            logits, _ = _split_output(model(tokens, state=None), tokens.shape[0], tokens.shape[1])
+            token = _choose(logits[:, -1, :], greedy_decoding, temperature, top_k, top_p, generator)
+            tokens = torch.cat([tokens, token[:, None]], dim=1)
+        return tokens[:, prompt.shape[1] :]
+
+    new = _run_without_grad(model, body)
+    return new[0] if one_d else new

@@ -1,0 +1,124 @@
+"""Train the CBOW word vectors that ship in this folder (the full-size run of notebook 02).
+
+    python tools/make_word_vectors.py --data-dir DIR --splits valid test \
+        --min-freq 10 --keep 3000
+
+Reads WikiText-2 split files (``wiki.<split>.tokens``) from ``--data-dir`` (or
+downloads them with :func:`mllm_utils.wikitext.wikitext2` when it is not
+given), prepares them as notebook 02 does, trains the notebook's CBOW model
+with the post's settings and writes, atomically:
+
+- ``vocab.json``: the kept words, most frequent first (index 0 is ``<unk>``);
+- ``embeddings.pt``: ``{"context": (N, D), "center": (N, D)}`` float16 tensors,
+  rows in ``vocab.json`` order; load with ``torch.load(..., weights_only=True)``;
+- ``run.json``: settings, loss per epoch, time and machine (for the model card).
+
+Introduced in notebook 02 (word vectors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+from mllm_utils.cbow import build_vocab, cbow_pairs, encode_paragraphs, wikitext_paragraphs
+from mllm_utils.train import Batches, train
+
+OUT = Path(__file__).resolve().parent.parent / "mllm_utils" / "data" / "word_vectors"
+
+
+class CBOW(torch.nn.Module):
+    """The notebook's CBOW model: averaged context embeddings, then a bias-free linear layer."""
+
+    def __init__(self, vocab_size: int, embed_dim: int, max_norm: float = 1.0):
+        super().__init__()
+        self.embedding = torch.nn.Embedding(vocab_size, embed_dim, max_norm=max_norm)
+        self.linear = torch.nn.Linear(embed_dim, vocab_size, bias=False)
+
+    def forward(self, contexts):  # (B, W) -> (B, V)
+        return self.linear(self.embedding(contexts).mean(dim=1))
+
+
+def read_lines(data_dir: str | None, splits: list[str]) -> list[str]:
+    if data_dir is None:
+        from mllm_utils.wikitext import wikitext2
+
+        return [line for split in splits for line in wikitext2(split)]
+    lines = []
+    for split in splits:
+        with open(Path(data_dir) / f"wiki.{split}.tokens", encoding="utf-8") as f:
+            lines.extend(f)
+    return lines
+
+
+def atomic_write(path: Path, write) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--splits", nargs="+", default=["train"])
+    parser.add_argument("--embed-dim", type=int, default=300)
+    parser.add_argument("--window", type=int, default=8)
+    parser.add_argument("--min-freq", type=int, default=50)
+    parser.add_argument("--batch-size", type=int, default=20000)
+    parser.add_argument("--lr", type=float, default=0.1)
+    parser.add_argument("--epochs", type=int, default=7)
+    parser.add_argument("--keep", type=int, default=3000, help="ship only the N most frequent words")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=str(OUT))
+    args = parser.parse_args()
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    start = time.perf_counter()
+    paragraphs = wikitext_paragraphs(read_lines(args.data_dir, args.splits))
+    vocab = build_vocab(paragraphs, min_freq=args.min_freq)
+    contexts, centers = cbow_pairs(encode_paragraphs(paragraphs, vocab), window=args.window)
+    print(f"{sum(map(len, paragraphs))} tokens, vocab {len(vocab)}, {len(centers)} samples")
+
+    model = CBOW(len(vocab), args.embed_dim)
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    batches = Batches(contexts, centers, args.batch_size, seed=args.seed)
+    total_steps = args.epochs * len(batches)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1 - step / total_steps)
+    history = train(model, torch.nn.functional.cross_entropy, optimizer, batches, args.epochs,
+                    scheduler=scheduler)
+    seconds = time.perf_counter() - start
+    print("loss per epoch:", [round(x, 4) for x in history["train"]], f"{seconds:.0f} s")
+
+    out = Path(args.out)
+    keep = min(args.keep, len(vocab))
+    itos = vocab.get_itos()[:keep]
+    tensors = {
+        "context": model.embedding.weight.detach()[:keep].half().clone(),
+        "center": model.linear.weight.detach()[:keep].half().clone(),
+    }
+    atomic_write(out / "embeddings.pt", lambda p: torch.save(tensors, p))
+    atomic_write(out / "vocab.json", lambda p: p.write_text(json.dumps(itos), encoding="utf-8"))
+    run = {
+        "data": {"splits": args.splits, "tokens": sum(map(len, paragraphs)),
+                 "paragraphs": len(paragraphs), "samples": len(centers)},
+        "settings": {k: v for k, v in vars(args).items() if k not in ("data_dir", "out")},
+        "vocab_size": len(vocab),
+        "kept_words": keep,
+        "loss_per_epoch": history["train"],
+        "seconds": round(seconds, 1),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores, torch {torch.__version__}, "
+                   f"{args.threads} threads",
+    }
+    atomic_write(out / "run.json", lambda p: p.write_text(json.dumps(run, indent=1), encoding="utf-8"))
+
+
+if __name__ == "__main__":
+    main()
