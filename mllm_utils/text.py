@@ -12,7 +12,15 @@ ordering rules, so that code written for torchtext runs unchanged:
 Where torchtext's error is opaque (a C++ ``RuntimeError`` or a pybind11
 ``TypeError``) ours says what was wrong and what to do; the exception types are
 kept where code might catch them. ``tests/test_text_parity.py`` checks all of
-this against fixtures recorded from the real torchtext 0.18.
+this against fixtures recorded from the real torchtext 0.18. The deliberate
+differences, each tested there:
+
+- ``max_tokens <= len(specials)`` raises ``ValueError`` (torchtext: an ``assert``),
+  and ``basic_english`` on a non-string ``TypeError`` (torchtext: ``AttributeError``);
+- look-ups take any iterable (a tuple, a generator, a 1-D tensor), where
+  torchtext's C++ binding wants a list;
+- a float tensor is not an index (torchtext truncates 1.7 to 1);
+- :func:`vocab` does not remove the specials from the caller's dict.
 
 Introduced in notebook 01 (tokenization).
 """
@@ -74,9 +82,7 @@ def get_tokenizer(tokenizer: str | Callable | None, language: str = "en") -> Cal
         return tokenizer
     if tokenizer == "basic_english":
         if language != "en":
-            raise ValueError(
-                f"basic_english only supports language='en', got language={language!r}"
-            )
+            raise ValueError(f"basic_english only supports language='en', got language={language!r}")
         return basic_english
     raise ValueError(
         f"Unknown tokenizer {tokenizer!r}. This course supports None (whitespace split), "
@@ -98,7 +104,7 @@ class Vocab:
         self._itos: list[str] = []
         self._stoi: dict[str, int] = {}
         for token in tokens:
-            _check_token(token, "Vocab")
+            _check_token(token, "Vocab", hint=_TOKENS_HINT)
             if token in self._stoi:
                 raise RuntimeError(
                     f"Duplicate token found in tokens list: {token!r}. Each token may "
@@ -142,7 +148,7 @@ class Vocab:
         return self.lookup_indices(tokens)
 
     def lookup_indices(self, tokens: Iterable[str]) -> list[int]:
-        """The index of every token in ``tokens`` (a list of strings)."""
+        """The index of every token in ``tokens`` (a list, or any iterable, of strings)."""
         if isinstance(tokens, str):
             raise TypeError(
                 "lookup_indices takes a list of tokens, not a single string: for one "
@@ -152,13 +158,7 @@ class Vocab:
 
     def lookup_token(self, index) -> str:
         """The token at ``index`` (an int or anything with ``__index__``, e.g. a 0-d tensor)."""
-        try:
-            i = operator.index(index)
-        except TypeError:
-            raise TypeError(
-                f"lookup_token takes an integer index, got {type(index).__name__}"
-                + (" with more than one element" if hasattr(index, "shape") else "")
-            ) from None
+        i = _as_index(index, "lookup_token")
         if not 0 <= i < len(self._itos):
             raise RuntimeError(
                 f"Specified index {i} is out of bounds of the size of itos dictionary: "
@@ -186,7 +186,7 @@ class Vocab:
     def set_default_index(self, index: int | None) -> None:
         """Map unknown tokens to ``index`` from now on; ``None`` unsets it."""
         if index is not None:
-            index = operator.index(index)
+            index = _as_index(index, "set_default_index", " (e.g. vocab['<unk>']) or None")
         self._default_index = index
 
     def get_default_index(self) -> int | None:
@@ -196,7 +196,7 @@ class Vocab:
     def insert_token(self, token: str, index: int) -> None:
         """Insert ``token`` at ``index``, shifting later tokens up by one."""
         _check_token(token, "insert_token")
-        index = operator.index(index)
+        index = _as_index(index, "insert_token")
         if not 0 <= index <= len(self._itos):
             raise RuntimeError(
                 f"Specified index {index} is out of bounds for vocab of size "
@@ -217,13 +217,34 @@ class Vocab:
     def _raise_if_present(self, token: str) -> None:
         if token in self._stoi:
             raise RuntimeError(
-                f"Token {token!r} already exists in the Vocab with index: {self._stoi[token]}"
+                f"Token {token!r} already exists in the Vocab with index: {self._stoi[token]}. "
+                "A Vocab holds each token once: check `token in vocab` before adding it."
             )
+
+
+_TOKENS_HINT = ": the iterator must yield lists of str tokens (tokenize each line first)"
 
 
 def _check_token(token, where: str, hint: str = "") -> None:
     if not isinstance(token, str):
         raise TypeError(f"{where} takes a token (str), got {type(token).__name__}{hint}")
+
+
+def _as_index(value, where: str, accepted: str = "") -> int:
+    """``value`` as an int; integer tensors with one element count, floats do not.
+
+    torchtext (through pybind11) also takes a float tensor and truncates it
+    (1.7 -> 1); refusing it catches a bug, e.g. indexing with probabilities.
+    """
+    try:
+        return operator.index(value)
+    except TypeError:
+        if hasattr(value, "dtype") and hasattr(value, "shape"):
+            got = f"a tensor of dtype {value.dtype} and shape {tuple(value.shape)}"
+            fix = ": use an integer tensor with one element (e.g. logits.argmax())"
+        else:
+            got, fix = type(value).__name__, ""
+        raise TypeError(f"{where} takes an integer index{accepted}, got {got}{fix}") from None
 
 
 def vocab(
@@ -277,6 +298,4 @@ def build_vocab_from_iterator(
                 "raise max_tokens or pass fewer specials."
             )
         by_frequency = by_frequency[: max_tokens - len(specials)]
-    return vocab(
-        OrderedDict(by_frequency), min_freq=min_freq, specials=specials, special_first=special_first
-    )
+    return vocab(OrderedDict(by_frequency), min_freq=min_freq, specials=specials, special_first=special_first)
