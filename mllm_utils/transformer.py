@@ -1,0 +1,349 @@
+"""A small decoder-only transformer for character-level text, with a key/value cache.
+
+The model assembled step by step in notebook 10 (masked attention), kept here so
+that tests and ``benchmarks/bench_kv_cache.py`` can use it:
+
+* token embeddings plus *learned* positional embeddings (one vector per position
+  up to ``context_len``);
+* ``num_layers`` blocks, each ``x + attention(norm(x))`` then ``x + feed_forward(norm(x))``
+  (pre-layer-norm residual blocks, as in GPT-2), where the attention is the masked
+  (causal) multi-head self-attention of notebook 09
+  (:class:`mllm_utils.attention.MultiHeadAttention`);
+* a final layer norm and a linear head to one logit per vocabulary entry.
+
+``forward(x, state=None) -> (logits, state)`` follows the contract of
+:func:`mllm_utils.sampling.generate`: ``x`` is ``(B, T)`` token ids, ``logits`` is
+``(B, T, vocab_size)`` and ``state`` is the key/value cache, a tuple with one
+``(keys, values)`` pair per block, each ``(B, num_heads, cached_len, head_dim)``.
+Feeding one new token with the cache costs one token's work instead of
+re-reading the whole prefix.
+
+Checkpoints reuse :mod:`mllm_utils.charlm` (atomic ``torch.save``, ``weights_only``
+loads); a transformer checkpoint is told apart by its ``"architecture"`` entry.
+
+Introduced in notebook 10.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from mllm_utils import charlm
+from mllm_utils.attention import MultiHeadAttention
+from mllm_utils.runtime import progress
+
+__all__ = [
+    "ARCHITECTURE",
+    "Block",
+    "FeedForward",
+    "TransformerLM",
+    "load_model",
+    "save_model",
+    "shipped_checkpoint_path",
+    "train",
+]
+
+ARCHITECTURE = "decoder-only-transformer"
+SHIPPED_CHECKPOINT = "war_and_peace_transformer.pt"
+
+
+class FeedForward(nn.Module):
+    """Position-wise feed-forward network: Linear, ReLU, Linear, Dropout.
+
+    Applied to every position on its own (no mixing across time: that is the
+    attention's job). ``hidden_dim`` is usually ``4 * embed_dim``.
+    Introduced in notebook 10.
+    """
+
+    def __init__(self, embed_dim: int, hidden_dim: int, dropout: float = 0.0):
+        super().__init__()
+        self.fc1 = nn.Linear(embed_dim, hidden_dim)
+        self.fc2 = nn.Linear(hidden_dim, embed_dim)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(..., embed_dim) -> (..., embed_dim)``."""
+        return self.dropout(self.fc2(torch.relu(self.fc1(x))))
+
+
+class Block(nn.Module):
+    """One decoder block: masked multi-head self-attention and a feed-forward net, each residual.
+
+    Pre-layer-norm: ``x = x + attn(ln1(x))``, then ``x = x + ff(ln2(x))``. The
+    residual path carries the input unchanged to the output (and the gradient
+    back), the norms keep every sub-layer's input at a steady scale.
+    Introduced in notebook 10.
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, ff_dim: int, dropout: float = 0.0):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(embed_dim)
+        self.attn = MultiHeadAttention(embed_dim, num_heads, bias=False)
+        self.drop = nn.Dropout(dropout)
+        self.ln2 = nn.LayerNorm(embed_dim)
+        self.ff = FeedForward(embed_dim, ff_dim, dropout)
+
+    def forward(self, x, past_kv=None, need_weights: bool = False):
+        """``x`` ``(B, T, D)`` -> ``(x, (keys, values), weights or None)``."""
+        # One new token after a cache may see every cached key: no mask to build. For that single
+        # query the plain matmul path (need_weights=True) is faster than the fused CPU kernel.
+        one_step = past_kv is not None and x.shape[1] == 1
+        h, weights, kv = self.attn(
+            self.ln1(x), is_causal=not one_step, past_kv=past_kv, use_cache=True,
+            need_weights=need_weights or one_step, average_attn_weights=False,
+        )  # fmt: skip
+        weights = weights if need_weights else None
+        x = x + self.drop(h)
+        x = x + self.ff(self.ln2(x))
+        return x, kv, weights
+
+
+class TransformerLM(nn.Module):
+    """A decoder-only transformer language model with learned positions and a key/value cache.
+
+    ``forward(x, state=None)`` takes token ids ``(B, T)`` and returns logits
+    ``(B, T, vocab_size)`` and the new cache. With a ``state`` from an earlier
+    call, ``x`` continues that text: its positions start after the cached ones.
+    The cached plus new length may not exceed ``context_len`` (the number of
+    learned positions). Introduced in notebook 10.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        embed_dim: int = 96,
+        num_heads: int = 4,
+        num_layers: int = 4,
+        context_len: int = 512,
+        ff_dim: int | None = None,
+        dropout: float = 0.0,
+    ):
+        super().__init__()
+        ff_dim = 4 * embed_dim if ff_dim is None else ff_dim
+        for name, value in (("vocab_size", vocab_size), ("num_layers", num_layers),
+                            ("context_len", context_len), ("ff_dim", ff_dim)):  # fmt: skip
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.config = {
+            "vocab_size": vocab_size, "embed_dim": embed_dim, "num_heads": num_heads,
+            "num_layers": num_layers, "context_len": context_len, "ff_dim": ff_dim, "dropout": dropout,
+        }  # fmt: skip
+        self.context_len = context_len
+        self.token_embedding = nn.Embedding(vocab_size, embed_dim)
+        self.position_embedding = nn.Embedding(context_len, embed_dim)
+        self.drop = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(Block(embed_dim, num_heads, ff_dim, dropout) for _ in range(num_layers))
+        self.ln_f = nn.LayerNorm(embed_dim)
+        self.head = nn.Linear(embed_dim, vocab_size)
+        self.apply(_init_weights)
+
+    def forward(self, x: torch.Tensor, state=None, need_weights: bool = False):
+        """Logits ``(B, T, V)`` and the key/value cache; see the class docstring.
+
+        ``need_weights=True`` also returns the attention weights of every block,
+        a list of ``(B, num_heads, T, cached_len + T)`` tensors, as a third item.
+        """
+        B, T = self._check_input(x)
+        past = self._check_state(state, B, x.device)
+        start = 0 if past is None else past[0][0].shape[2]
+        if start + T > self.context_len:
+            raise ValueError(
+                f"{start} cached + {T} new tokens = {start + T} positions, more than this model's "
+                f"context_len={self.context_len} (it learned one position embedding per place): "
+                f"feed at most the last {self.context_len} tokens, or start a fresh state with them"
+            )
+        positions = torch.arange(start, start + T, device=x.device)
+        h = self.drop(self.token_embedding(x) + self.position_embedding(positions))  # (B, T, D)
+        cache, all_weights = [], []
+        for i, block in enumerate(self.blocks):
+            h, kv, weights = block(h, None if past is None else past[i], need_weights)
+            cache.append(kv)
+            all_weights.append(weights)
+        logits = self.head(self.ln_f(h))
+        if need_weights:
+            return logits, tuple(cache), all_weights
+        return logits, tuple(cache)
+
+    def _check_input(self, x) -> tuple[int, int]:
+        if not isinstance(x, torch.Tensor) or x.ndim != 2:
+            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(
+                f"TransformerLM expects token ids of shape (batch, seq_len), got {got}; "
+                "for one sequence of shape (seq_len,) pass x.unsqueeze(0)"
+            )
+        if x.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8):
+            raise TypeError(f"TransformerLM expects integer token ids, got dtype {x.dtype}")
+        if x.shape[1] == 0:
+            raise ValueError("TransformerLM got an empty sequence (seq_len 0): feed at least one token")
+        vocab_size = self.config["vocab_size"]
+        if x.numel() and (int(x.min()) < 0 or int(x.max()) >= vocab_size):
+            raise ValueError(
+                f"token ids must lie in [0, {vocab_size}) for this model's vocabulary, got values "
+                f"from {int(x.min())} to {int(x.max())}"
+            )
+        return x.shape[0], x.shape[1]
+
+    def _check_state(self, state, B: int, device):
+        if state is None:
+            return None
+        num_layers = self.config["num_layers"]
+        if not isinstance(state, (tuple, list)) or len(state) != num_layers:
+            raise ValueError(
+                f"state must be the key/value cache returned by this model's forward: one (keys, values) "
+                f"pair per block ({num_layers}), got {type(state).__name__} of length "
+                f"{len(state) if isinstance(state, (tuple, list)) else '-'}"
+            )
+        keys = state[0][0] if isinstance(state[0], (tuple, list)) and state[0] else None
+        if isinstance(keys, torch.Tensor) and keys.ndim == 4 and keys.shape[0] != B:
+            raise ValueError(f"the cache holds {keys.shape[0]} sequences but x has {B}: batch sizes must match")
+        return state  # the attention module checks each pair's shapes
+
+
+def _init_weights(module: nn.Module) -> None:
+    """Small normal initial weights (std 0.02, as in GPT-2): keeps early logits near uniform."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if getattr(module, "bias", None) is not None:
+            nn.init.zeros_(module.bias)
+
+
+def shipped_checkpoint_path() -> Path:
+    """Where the pretrained transformer checkpoint lives inside the package. Introduced in notebook 10."""
+    return Path(__file__).resolve().parent / "data" / SHIPPED_CHECKPOINT
+
+
+def save_model(checkpoint: dict, path) -> None:
+    """Mark a checkpoint dict (from :func:`mllm_utils.charlm.train`) as a transformer's; save atomically.
+
+    The dict must hold state dicts and plain data only. Introduced in notebook 10.
+    """
+    if "model_config" not in checkpoint or "model" not in checkpoint:
+        raise ValueError("save_model expects a checkpoint dict with 'model_config' and 'model' (from charlm.train)")
+    charlm.save_checkpoint({**checkpoint, "architecture": ARCHITECTURE}, path)
+
+
+def load_model(path=None, map_location="cpu"):
+    """``(model, itos, checkpoint)`` from a transformer checkpoint; the shipped one when ``path`` is None.
+
+    Loaded with ``weights_only=True`` (through :func:`mllm_utils.charlm.load_checkpoint`);
+    the model comes back in eval mode. Introduced in notebook 10.
+    """
+    path = shipped_checkpoint_path() if path is None else path
+    checkpoint = charlm.load_checkpoint(path, map_location)
+    # charlm.train writes the per-epoch files without the mark: its config names the heads.
+    architecture = checkpoint.get("architecture") or (
+        ARCHITECTURE if "num_heads" in checkpoint.get("model_config", {}) else None
+    )
+    if architecture != ARCHITECTURE:
+        raise ValueError(
+            f"{path} is not a transformer checkpoint (architecture {architecture!r}): "
+            "load LSTM checkpoints with mllm_utils.charlm.load_model"
+        )
+    model = TransformerLM(**checkpoint["model_config"])
+    model.load_state_dict(checkpoint["model"])
+    model.eval()
+    return model, checkpoint["itos"], checkpoint
+
+
+def train(
+    model: TransformerLM,
+    train_data: torch.Tensor,
+    val_data: torch.Tensor,
+    itos: list[str],
+    checkpoint_path=None,
+    steps: int = 200,
+    batch_size: int = 16,
+    seq_len: int | None = None,
+    lr: float = 2e-3,
+    lr_min: float = 1e-4,
+    warmup: int = 20,
+    clip: float = 1.0,
+    eval_every: int = 50,
+    eval_tokens: int | None = 32_768,
+    seed: int = 0,
+    log=print,
+) -> dict:
+    """Train for a fixed number of steps on shuffled windows; validate and checkpoint every ``eval_every``.
+
+    A step budget (not epochs) because on a CPU one pass over the novel takes
+    longer than the whole run: the windows (``seq_len``, default the model's
+    ``context_len``) are cut at a random offset and shuffled; when a pass ends
+    the next one starts from a new offset and order, until ``steps`` batches.
+    Adam with warm-up and cosine decay (:func:`mllm_utils.charlm.lr_at`), gradient-norm clipping, validation with
+    :func:`mllm_utils.charlm.evaluate` (the 07 protocol: 64-character windows) on
+    the first ``eval_tokens`` validation characters (``None``: all of them).
+    Returns the checkpoint dict (``"history"`` holds the losses).
+    Introduced in notebook 10.
+    """
+    import math
+    import time
+
+
+    seq_len = model.context_len if seq_len is None else seq_len
+    if not 1 <= seq_len <= model.context_len:
+        raise ValueError(f"seq_len must be between 1 and the model's context_len={model.context_len}, got {seq_len}")
+    device = next(model.parameters()).device  # the data stays on the CPU; each batch moves
+    val_seq_len = min(charlm.POST_SEQ_LEN, model.context_len)
+    gen = torch.Generator().manual_seed(seed)
+    if len(charlm.windows(train_data, seq_len, offset=seq_len - 1)[0]) < batch_size:
+        raise ValueError(
+            f"the training text ({len(train_data)} tokens) is too short for one batch of {batch_size} "
+            f"windows of {seq_len}: use a smaller batch_size or seq_len"
+        )
+
+    def endless_batches():  # pass after pass, each from a new random offset and order
+        while True:
+            offset = int(torch.randint(seq_len, (1,), generator=gen))
+            yield from charlm.batches(train_data, batch_size, seq_len, generator=gen, offset=offset,
+                                      drop_last=True)  # fmt: skip
+
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    checkpoint = {
+        "format": charlm.CHECKPOINT_FORMAT, "architecture": ARCHITECTURE,
+        "model_config": dict(model.config), "itos": list(itos),
+        "train_config": {"steps": steps, "batch_size": batch_size, "seq_len": seq_len, "lr": lr,
+                         "lr_min": lr_min, "warmup": warmup, "clip": clip, "seed": seed,
+                         "eval_tokens": eval_tokens, "val_seq_len": val_seq_len},
+        "step": 0, "token_steps": 0, "train_seconds": 0.0,
+        "history": {"step": [], "val": [], "val_step": [], "token_steps": [], "seconds": []},
+    }  # fmt: skip
+    history = checkpoint["history"]
+    model.train()
+    started = time.perf_counter()
+    batches = endless_batches()
+    for step in progress(range(1, steps + 1), desc="training"):
+        X, Y = (t.to(device) for t in next(batches))
+        for group in optimizer.param_groups:
+            group["lr"] = charlm.lr_at(step - 1, steps, lr, lr_min, warmup)
+        logits, _ = model(X)
+        loss = nn.functional.cross_entropy(logits.flatten(0, 1), Y.flatten())
+        if not math.isfinite(loss.item()):
+            raise FloatingPointError(f"the loss became {loss.item()} at step {step}: lower the learning rate")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimizer.step()
+        checkpoint["step"], checkpoint["token_steps"] = step, checkpoint["token_steps"] + Y.numel()
+        history["step"].append(round(loss.item(), 4))
+        if step % eval_every == 0 or step == steps:
+            val = charlm.evaluate(model, val_data, val_seq_len, max_tokens=eval_tokens, device=device)
+            model.train()
+            checkpoint["train_seconds"] = time.perf_counter() - started
+            for key, value in (("val", val), ("val_step", step), ("token_steps", checkpoint["token_steps"]),
+                               ("seconds", checkpoint["train_seconds"])):  # fmt: skip
+                history[key].append(value)
+            log(f"step {step}: train {loss.item():.4f}, validation {val:.4f} nats/char, "
+                f"{checkpoint['token_steps']:,} token-steps, {checkpoint['train_seconds']:.0f} s")  # fmt: skip
+            if checkpoint_path is not None:
+                checkpoint["model"] = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+                checkpoint["optimizer"] = optimizer.state_dict()
+                save_model(checkpoint, checkpoint_path)
+    model.eval()
+    checkpoint["model"] = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+    checkpoint["optimizer"] = optimizer.state_dict()
+    return checkpoint
