@@ -257,8 +257,6 @@ def test_load_checkpoint_errors_say_what_to_do(tmp_path):
 
 def test_the_shipped_checkpoint_loads_and_is_small():
     path = charlm.shipped_checkpoint_path()
-    if not path.is_file():
-        pytest.skip("no shipped checkpoint yet")
     assert path.stat().st_size < 20_000_000
     model, itos, checkpoint = charlm.load_model()
     assert "optimizer" not in checkpoint  # shipped for inference only
