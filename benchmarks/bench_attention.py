@@ -31,6 +31,8 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from machine import cpu_name  # benchmarks/machine.py
+
 from mllm_utils.attention import MultiHeadAttention, load_torch_multihead_attention  # noqa: E402
 
 
@@ -86,18 +88,6 @@ def time_methods(methods: dict, x: torch.Tensor, repeats: int, calls: int) -> di
 def paired_ratio(samples: dict, slow: str, fast: str) -> float:
     """Median over rounds of slow/fast: both were timed in the same round, under the same load."""
     return statistics.median(a / b for a, b in zip(samples[slow], samples[fast], strict=True))
-
-
-def cpu_name() -> str:
-    """The CPU's model name where the system says it (Linux), else the platform's guess."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def main(argv=None) -> int:

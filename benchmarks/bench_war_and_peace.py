@@ -22,6 +22,7 @@ import platform
 import time
 
 import torch
+from machine import cpu_name  # benchmarks/machine.py
 
 from mllm_utils import charlm
 from mllm_utils.sampling import generate, generate_refeed
@@ -77,17 +78,6 @@ def tokens_per_second(make_iter, n_batches, step=None, warmup=1):
     if tokens and X.device.type == "cuda":
         torch.cuda.synchronize()
     return tokens / (time.perf_counter() - start)
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def machine(device) -> str:
