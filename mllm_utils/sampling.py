@@ -141,7 +141,10 @@ def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     Introduced in notebook 06.
     """
     _check_logits(logits)
-    temperature = _check_temperature(temperature)
+    return _temperature(logits, _check_temperature(temperature))
+
+
+def _temperature(logits, temperature):
     top = logits.amax(dim=-1, keepdim=True)
     return (logits - top) / temperature
 
@@ -155,7 +158,10 @@ def top_k_logits(logits: torch.Tensor, k: int) -> torch.Tensor:
     everything. Introduced in notebook 06.
     """
     _check_logits(logits)
-    k = _check_k(k, logits.shape[-1])
+    return _top_k(logits, _check_k(k, logits.shape[-1]))
+
+
+def _top_k(logits, k):
     kth_largest = torch.topk(logits, k, dim=-1).values[..., -1:]
     return logits.masked_fill(logits < kth_largest, float("-inf"))
 
@@ -174,7 +180,10 @@ def top_p_logits(logits: torch.Tensor, p: float) -> torch.Tensor:
     ``p`` must be in ``(0, 1]``. Introduced in notebook 06.
     """
     _check_logits(logits)
-    p = _check_p(p)
+    return _top_p(logits, _check_p(p))
+
+
+def _top_p(logits, p):
     if p >= 1.0:
         return logits.clone()  # keep everything; no cumulative sum to round wrongly
     # Sums in float64, so rounding does not move the border for small p-values.
@@ -205,19 +214,20 @@ def distribution(
     (float32 or wider). Handy for plotting what each setting does.
     Introduced in notebook 06.
     """
+    # Check everything once, then run the unchecked steps (generation calls this every token).
     _check_logits(logits)
-    _check_temperature(temperature)
+    temperature = _check_temperature(temperature)
     if top_k is not None:
-        _check_k(top_k, logits.shape[-1])
+        top_k = _check_k(top_k, logits.shape[-1])
     if top_p is not None:
-        _check_p(top_p)
-    z = apply_temperature(logits, temperature)
+        top_p = _check_p(top_p)
+    z = _temperature(logits, temperature)
     if z.dtype in (torch.float16, torch.bfloat16):
         z = z.float()  # softmax and multinomial want a wider type
     if top_k is not None:
-        z = top_k_logits(z, top_k)
+        z = _top_k(z, top_k)
     if top_p is not None:
-        z = top_p_logits(z, top_p)
+        z = _top_p(z, top_p)
     return torch.softmax(z, dim=-1)
 
 

@@ -26,6 +26,8 @@ Introduced in notebook 10.
 
 from __future__ import annotations
 
+import math
+import time
 from pathlib import Path
 
 import torch
@@ -280,10 +282,6 @@ def train(
     Returns the checkpoint dict (``"history"`` holds the losses).
     Introduced in notebook 10.
     """
-    import math
-    import time
-
-
     seq_len = model.context_len if seq_len is None else seq_len
     if not 1 <= seq_len <= model.context_len:
         raise ValueError(f"seq_len must be between 1 and the model's context_len={model.context_len}, got {seq_len}")

@@ -132,6 +132,35 @@ def test_model_shapes_and_carried_state_equals_one_pass():
     torch.testing.assert_close(torch.cat([first, second], dim=1), logits)
 
 
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_one_character_steps_equal_the_lstm_pass(dropout):
+    """forward with T == 1 goes through step(): it must match nn.LSTM on the same text."""
+    torch.manual_seed(0)
+    model = charlm.CharLSTM(vocab_size=11, embed_dim=4, hidden_dim=8, num_layers=3, dropout=dropout).eval()
+    x = torch.randint(11, (2, 7))
+    logits, (h, c) = model(x)  # nn.LSTM over the whole sequence
+    state, stepped = None, []
+    for t in range(7):
+        out, state = model(x[:, t : t + 1], state)
+        assert out.shape == (2, 1, 11)
+        stepped.append(out)
+    torch.testing.assert_close(torch.cat(stepped, dim=1), logits)
+    torch.testing.assert_close(state[0], h)
+    torch.testing.assert_close(state[1], c)
+    assert model.step(x[:, 0])[0].shape == (2, 11)
+
+
+def test_one_character_step_applies_dropout_only_in_training():
+    torch.manual_seed(0)
+    model = charlm.CharLSTM(vocab_size=11, embed_dim=4, hidden_dim=8, num_layers=2, dropout=0.9)
+    x = torch.randint(11, (64, 1))
+    model.train()
+    a, b = model(x)[0], model(x)[0]
+    assert not torch.equal(a, b)  # dropout between the layers draws new masks
+    model.eval()
+    torch.testing.assert_close(model(x)[0], model(x)[0])
+
+
 def test_default_sizes_are_the_posts():
     model = charlm.CharLSTM(vocab_size=70)
     assert (model.embedding.embedding_dim, model.lstm.hidden_size, model.lstm.num_layers) == (32, 128, 4)
@@ -152,9 +181,10 @@ def _tiny_run(tmp_path, epochs, **kwargs):
     torch.manual_seed(0)
     itos, train, val = charlm.prepare(SMALL_TEXT)
     model = charlm.CharLSTM(len(itos), embed_dim=8, hidden_dim=16, num_layers=2)
+    kwargs.setdefault("log", lambda *_: None)
     return charlm.train(
         model, train, val, itos, tmp_path / "m.pt", epochs=epochs, batch_size=4, seq_len=16,
-        warmup=2, val_seq_len=16, log=lambda *_: None, **kwargs,
+        warmup=2, val_seq_len=16, **kwargs,
     )  # fmt: skip
 
 
@@ -170,6 +200,16 @@ def test_training_lowers_the_loss_and_resumes(tmp_path, carry_state):
     assert resumed["token_steps"] > first["token_steps"] == first["history"]["token_steps"][-1]
     model, itos, checkpoint = charlm.load_model(tmp_path / "m.pt")
     assert not model.training and itos == checkpoint["itos"] and checkpoint["epoch"] == 3
+
+
+def test_resuming_from_weights_only_starts_a_fresh_optimizer(tmp_path):
+    """The shipped checkpoint has no optimizer state; training on from it must still work."""
+    first = _tiny_run(tmp_path, epochs=1)
+    charlm.save_checkpoint({k: v for k, v in first.items() if k != "optimizer"}, tmp_path / "m.pt")
+    messages = []
+    resumed = _tiny_run(tmp_path, epochs=2, log=messages.append)
+    assert resumed["epoch"] == 2 and "optimizer" in resumed
+    assert any("no optimizer state" in m for m in messages)
 
 
 def test_resume_with_another_model_size_is_refused(tmp_path):
