@@ -28,6 +28,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from machine import cpu_name  # noqa: E402  (benchmarks/machine.py)
+
 from mllm_utils import charlm  # noqa: E402
 from mllm_utils.sampling import generate, generate_refeed  # noqa: E402
 from mllm_utils.transformer import TransformerLM, load_model, shipped_checkpoint_path  # noqa: E402
@@ -63,7 +65,7 @@ def main(argv=None) -> float:
         )
     n_params = sum(p.numel() for p in model.parameters())
     print(f"{source}: {n_params:,} parameters, context_len {model.context_len}")
-    print(f"{platform.machine()} CPU ({platform.processor() or 'unknown'}), torch {torch.__version__}, "
+    print(f"{cpu_name()} ({platform.machine()}), torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads; generating {args.length} characters after {PROMPT!r}")  # fmt: skip
 
     sides = {"cache": generate, "refeed": generate_refeed}

@@ -28,8 +28,19 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 BADGE_TAG = "colab-badge"
 SETUP_TAG = "colab-setup"
-# Environment of every committed run (and of `pytest`): quick size, no progress bars.
-RUN_ENV = {"MLLM_QUICK": "1", "TQDM_DISABLE": "1", "PYTHONHASHSEED": "0"}
+# Environment of every committed run (and of `pytest`): quick size, no progress bars, and on x86
+# CPUs the AVX2 code paths of MKL, oneDNN and PyTorch's own kernels. An AVX-512 CPU otherwise sums
+# in another order, and a training run that amplifies the last bit (notebook 05's RNN) prints other
+# accuracies; with the cap every AVX2 or AVX-512 machine computes the committed floats.
+# (Other CPUs ignore these variables; see the README, "Outputs that may differ on your machine".)
+RUN_ENV = {
+    "MLLM_QUICK": "1",
+    "TQDM_DISABLE": "1",
+    "PYTHONHASHSEED": "0",
+    "MKL_CBWR": "AVX2",
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "ATEN_CPU_CAPABILITY": "avx2",
+}
 
 
 def repository_url() -> str:
