@@ -3,8 +3,8 @@
 VENV   ?= .venv
 PYTHON ?= python3
 PY     := $(VENV)/bin/python
-# Every committed notebook output comes from the quick size without progress bars.
-TEST_ENV := MLLM_QUICK=1 TQDM_DISABLE=1 PYTHONHASHSEED=0
+# The environment of the committed outputs (quick size, no progress bars, AVX2 kernels) is RUN_ENV in
+# tools/notebooks.py; conftest.py applies it to every pytest run, so no target repeats it here.
 
 .PHONY: setup lab test test-full lint notebooks headers benchmarks lock clean
 
@@ -26,7 +26,7 @@ lab: setup  ## open the course in JupyterLab
 	$(VENV)/bin/jupyter lab $(LAB_ARGS) notebooks/
 
 test: setup  ## unit tests, lint, and every notebook under nbval (quick size)
-	$(TEST_ENV) $(PY) -m pytest
+	$(PY) -m pytest
 	$(VENV)/bin/ruff check .
 
 test-full: setup  ## run every notebook at the full size (slow; a GPU helps): errors only, outputs not compared
