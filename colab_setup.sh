@@ -19,7 +19,11 @@ fail() { echo "colab_setup.sh: $*" >&2; exit 1; }
 
 "$python" -c "import sys; assert sys.version_info >= (3, 10)" 2>/dev/null ||
   fail "$python is not Python 3.10 or newer."
-torch_version="$("$python" -c "import torch; print(torch.__version__)" 2>/dev/null)" ||
+# Pins come from the installed packages' metadata, which is what pip compares a constraint with.
+# torch.__version__ can say more: a torch from the package registry reports "2.11.0+cu130" while its
+# package is "2.11.0", and a pin on the former matches nothing installed (ResolutionImpossible).
+version_of() { "$python" -c "from importlib.metadata import version; print(version('$1'))" 2>/dev/null; }
+torch_version="$(version_of torch)" && "$python" -c "import torch" 2>/dev/null ||
   fail "PyTorch is not installed for $python. Install it first (pip install torch), then rerun."
 
 # Up to date already? Same files as this folder and every dependency satisfied.
@@ -65,14 +69,13 @@ fi
 constraints="$(mktemp)"
 trap 'rm -f "$constraints"' EXIT
 echo "torch==$torch_version" >"$constraints"
-numpy_version="$("$python" -c "import numpy; print(numpy.__version__)" 2>/dev/null)" &&
-  echo "numpy==$numpy_version" >>"$constraints"
+numpy_version="$(version_of numpy)" && echo "numpy==$numpy_version" >>"$constraints"
 
 echo "Installing mllm_utils from $here (keeping torch $torch_version)..."
 "$python" -m pip install --quiet --disable-pip-version-check --constraint "$constraints" "$here" ||
   fail "pip could not install mllm_utils (see the messages above)."
 
-after="$("$python" -c "import torch; print(torch.__version__)")"
+after="$(version_of torch)"
 [ "$after" = "$torch_version" ] || fail "torch changed from $torch_version to $after; please report this."
 "$python" -c "import mllm_utils" || fail "mllm_utils was installed but does not import."
 echo "mllm_utils installed; torch $torch_version untouched. No restart needed."

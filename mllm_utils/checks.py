@@ -1,35 +1,184 @@
-"""Checkers for exercise cells: say what matched and by how much.
+"""Checkers for exercise cells: say what was expected, what came, and what to try.
 
-A check cell calls one of these after a learner's solution; each raises
-``AssertionError`` with a readable message when the answer is off, and prints
-a one-line confirmation otherwise.
+A check cell calls these after a learner's solution. Each accepts tensors, NumPy arrays, lists, tuples
+and plain numbers, prints a one-line confirmation when the answer is right, and otherwise raises
+:class:`CheckFailed` (an ``AssertionError``, so nbgrader and pytest count it as a failed test) with a
+message of three parts: what was expected, what came, and a hint. A wrong *kind* of answer (``None``
+because a function forgot to ``return``, a string where a number belongs) is reported the same way,
+never as a Python type error from inside the checker.
+
+    check_shape("logits", logits, (B, T, V))          # None in the shape matches any size
+    check_close("loss", loss, 2.3026, atol=1e-3)      # numbers and arrays, up to tolerance
+    check_equal("tokens", tokens, ["the", "cat"])     # exact: lists, strings, ints, bools, integer tensors
+    check_true("accuracy", acc >= 0.9, expected="at least 0.9", got=acc, hint="train for all 100 epochs")
 """
 
 from __future__ import annotations
 
+import math
+import numbers
+
+import numpy as np
 import torch
 
-
-def check_shape(name: str, tensor: torch.Tensor, shape: tuple) -> None:
-    """Assert ``tensor.shape == shape`` (``None`` in ``shape`` matches any size)."""
-    got = tuple(tensor.shape)
-    ok = len(got) == len(shape) and all(w is None or g == w for g, w in zip(got, shape, strict=True))
-    assert ok, f"{name}: expected shape {tuple(shape)}, got {got}"
-    print(f"{name}: shape {got} ok")
+__all__ = ["CheckFailed", "check_close", "check_equal", "check_shape", "check_true"]
 
 
-def check_close(name: str, got, expected, atol: float = 1e-5, rtol: float = 1e-4) -> None:
-    """Assert two tensors (or numbers) are equal up to tolerance; report the largest difference."""
-    got_t = torch.as_tensor(got, dtype=torch.float64)
-    exp_t = torch.as_tensor(expected, dtype=torch.float64)
-    assert got_t.shape == exp_t.shape, f"{name}: expected shape {tuple(exp_t.shape)}, got {tuple(got_t.shape)}"
-    diff = (got_t - exp_t).abs().max().item() if got_t.numel() else 0.0
-    ok = torch.allclose(got_t, exp_t, atol=atol, rtol=rtol)
-    assert ok, f"{name}: largest difference {diff:.3g} is above the tolerance (atol={atol}, rtol={rtol})"
-    print(f"{name}: matches (largest difference {'< 1e-6' if diff < 1e-6 else f'{diff:.1e}'})")
+class CheckFailed(AssertionError):
+    """An exercise check that did not pass; the message says expected, got and a hint."""
 
 
-def check_equal(name: str, got, expected) -> None:
-    """Assert exact equality (lists, strings, ints, bools)."""
-    assert got == expected, f"{name}: expected {expected!r}, got {got!r}"
+def _fail(name: str, problem: str, expected, got, hint: str | None) -> None:
+    lines = [f"{name}: {problem}", f"  expected: {expected}", f"  got:      {got}"]
+    if hint:
+        lines.append(f"  hint: {hint}")
+    raise CheckFailed("\n".join(lines))
+
+
+def _describe(value, limit: int = 200) -> str:
+    """A short, readable description of any value (type and shape for arrays)."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() <= 8:
+            return f"tensor({value.tolist()}, dtype={value.dtype})"
+        return f"a tensor of shape {tuple(value.shape)}, dtype {value.dtype}"
+    if isinstance(value, np.ndarray):
+        if value.size <= 8:
+            return f"array({value.tolist()}, dtype={value.dtype})"
+        return f"an array of shape {value.shape}, dtype {value.dtype}"
+    if isinstance(value, float | np.floating):
+        return f"{float(value):.6g}"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _missing_hint(got) -> str | None:
+    if got is None:
+        return "your code gave None: does the function end with `return ...`?"
+    return None
+
+
+def _as_float_tensor(name: str, value, role: str, hint: str | None) -> torch.Tensor:
+    """Turn a number, list, array or tensor into a float64 tensor, or fail with a clear message."""
+    if isinstance(value, torch.Tensor):
+        if value.is_complex():
+            _fail(name, f"the {role} is complex", "real numbers", _describe(value), hint)
+        return value.detach().to("cpu", torch.float64)
+    if isinstance(value, bool) or not isinstance(value, numbers.Number | np.ndarray | list | tuple):
+        what = "numbers (a tensor, an array, a list or a number)"
+        _fail(name, f"the {role} is not made of numbers", what, _describe(value), _missing_hint(value) or hint)
+    try:
+        return torch.as_tensor(np.asarray(value, dtype=np.float64))
+    except (TypeError, ValueError) as error:  # ragged lists, strings inside a list
+        _fail(name, f"the {role} cannot be read as an array of numbers ({error})", "a rectangular array of numbers",
+              _describe(value), hint)
+    raise AssertionError("unreachable")  # _fail always raises
+
+
+def _shape_of(value) -> tuple | None:
+    if isinstance(value, torch.Tensor | np.ndarray):
+        return tuple(value.shape)
+    if isinstance(value, list | tuple):
+        try:
+            return tuple(np.asarray(value).shape)
+        except ValueError:  # ragged
+            return None
+    return None
+
+
+def check_shape(name: str, got, shape, hint: str | None = None) -> None:
+    """Check that ``got`` has shape ``shape``; ``None`` in ``shape`` matches any size along that axis.
+
+    ``got`` may be a tensor, an array or a (nested, rectangular) list.
+    """
+    expected = tuple(shape)
+    actual = _shape_of(got)
+    if actual is None:
+        _fail(name, "has no shape", f"something of shape {expected}", _describe(got),
+              _missing_hint(got) or hint or "return a tensor, an array or a rectangular nested list")
+    ok = len(actual) == len(expected) and all(w is None or g == w for g, w in zip(actual, expected, strict=False))
+    if not ok:
+        if len(actual) != len(expected):
+            default = f"the result has {len(actual)} dimensions, not {len(expected)}: check for a missing or extra axis"
+        else:
+            default = "check which axis you reduced, stacked or transposed"
+        _fail(name, "wrong shape", expected, actual, hint or default)
+    print(f"{name}: shape {actual} ok")
+
+
+def check_close(name: str, got, expected, atol: float = 1e-5, rtol: float = 1e-4, hint: str | None = None) -> None:
+    """Check that ``got`` equals ``expected`` up to ``atol + rtol * |expected|``, element by element.
+
+    Both may be tensors, arrays, lists or numbers; the message reports the largest difference and where it is.
+    """
+    got_t = _as_float_tensor(name, got, "result", hint)
+    exp_t = _as_float_tensor(name, expected, "expected value", None)
+    if got_t.shape != exp_t.shape:
+        _fail(name, "wrong shape", tuple(exp_t.shape), tuple(got_t.shape),
+              hint or "compare your result's shape with the expected one, axis by axis")
+    if not bool(torch.isfinite(got_t).all()) and bool(torch.isfinite(exp_t).all()):
+        _fail(name, "the result has nan or inf values", _describe(expected), _describe(got),
+              hint or "look for a division by zero or a log of 0")
+    if got_t.numel() == 0:
+        print(f"{name}: matches (empty)")
+        return
+    diff = (got_t - exp_t).abs()
+    close = diff <= atol + rtol * exp_t.abs()
+    if not bool(close.all()):
+        worst = int(torch.nan_to_num(diff, nan=math.inf).argmax())
+        where = "" if got_t.dim() == 0 else f" at index {tuple(int(i) for i in np.unravel_index(worst, got_t.shape))}"
+        largest = diff.flatten()[worst].item()
+        problem = f"largest difference {largest:.3g}{where} is above the tolerance (atol={atol}, rtol={rtol})"
+        _fail(name, problem, _describe(expected), _describe(got), hint)
+    largest = diff.max().item()
+    print(f"{name}: matches (largest difference {'< 1e-6' if largest < 1e-6 else f'{largest:.1e}'})")
+
+
+def _equal(got, expected) -> bool:
+    if isinstance(got, torch.Tensor | np.ndarray) or isinstance(expected, torch.Tensor | np.ndarray):
+        try:
+            g, e = np.asarray(_plain(got)), np.asarray(_plain(expected))
+        except (TypeError, ValueError):
+            return False
+        return g.shape == e.shape and bool((g == e).all())
+    if isinstance(got, list | tuple) and isinstance(expected, list | tuple):
+        return len(got) == len(expected) and all(_equal(g, e) for g, e in zip(got, expected, strict=True))
+    if isinstance(got, dict) and isinstance(expected, dict):
+        return got.keys() == expected.keys() and all(_equal(got[k], expected[k]) for k in expected)
+    result = got == expected
+    return result if isinstance(result, bool) else bool(np.all(result))
+
+
+def _plain(value):
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    return value
+
+
+def check_equal(name: str, got, expected, hint: str | None = None) -> None:
+    """Check exact equality: lists, tuples (a list equals a tuple with the same items), strings, ints,
+    bools, dicts, and tensors or arrays (same shape, same values; the dtype is not compared).
+
+    Use :func:`check_close` for floats computed in different ways.
+    """
+    if not _equal(got, expected):
+        problem = "not the expected value"
+        g_shape, e_shape = _shape_of(got), _shape_of(expected)
+        if g_shape is not None and e_shape is not None and g_shape != e_shape:
+            problem = f"not the expected value (shape {g_shape}, expected {e_shape})"
+        _fail(name, problem, _describe(expected), _describe(got), _missing_hint(got) or hint)
     print(f"{name}: ok")
+
+
+def check_true(name: str, condition, expected: str, got, hint: str | None = None) -> None:
+    """Check a property that is not an equality (a bound, an ordering). ``expected`` says in words what
+    should hold (e.g. ``"at least 0.9"``), ``got`` is the value that was measured."""
+    if isinstance(condition, torch.Tensor | np.ndarray):
+        size = condition.size if isinstance(condition, np.ndarray) else condition.numel()
+        if size != 1:
+            raise TypeError(f"check_true: condition must be one boolean, got {_describe(condition)}")
+        condition = bool(condition.item())
+    if not isinstance(condition, bool | np.bool_):
+        raise TypeError(f"check_true: condition must be a boolean, got {_describe(condition)}")
+    if not condition:
+        _fail(name, "does not hold", expected, _describe(got), _missing_hint(got) or hint)
+    print(f"{name}: ok ({_describe(got, limit=60)}, {expected})")

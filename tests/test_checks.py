@@ -1,28 +1,122 @@
+"""The exercise checkers: right answers of every kind pass, wrong ones fail with expected / got / hint."""
+
+import numpy as np
 import pytest
 import torch
 
 from mllm_utils import checks
+from mllm_utils.checks import CheckFailed
 
 
-def test_check_shape(capsys):
-    checks.check_shape("x", torch.zeros(2, 3), (2, None))
+@pytest.mark.parametrize(
+    "got, expected",
+    [
+        (torch.tensor([1, 2]), torch.tensor([1, 2])),  # two equal tensors (once an "ambiguous" error)
+        (torch.tensor([[1.0, 2.0]]), [[1.0, 2.0]]),
+        (np.arange(3), [0, 1, 2]),
+        ([1, 2], (1, 2)),
+        (["a", "b"], ["a", "b"]),
+        ({"x": torch.tensor([1])}, {"x": [1]}),
+        ([torch.tensor(1), torch.tensor(2)], [1, 2]),
+        (3, 3),
+        (True, True),
+        ("cat", "cat"),
+    ],
+)
+def test_check_equal_passes_equal_values_of_any_kind(got, expected, capsys):
+    checks.check_equal("value", got, expected)
+    assert capsys.readouterr().out == "value: ok\n"
+
+
+@pytest.mark.parametrize(
+    "got, expected, fragment",
+    [
+        (["b"], ["a"], "expected: ['a']"),
+        (torch.tensor([1, 2]), torch.tensor([1, 2, 3]), "shape (2,), expected (3,)"),
+        (torch.tensor([1, 2]), torch.tensor([1, 3]), "got:      tensor([1, 2]"),
+        (None, [1, 2], "does the function end with `return"),
+        ([1, 2], "12", "not the expected value"),
+        ({"x": 1}, {"y": 1}, "expected: {'y': 1}"),
+    ],
+)
+def test_check_equal_fails_with_expected_and_got(got, expected, fragment):
+    with pytest.raises(CheckFailed) as caught:
+        checks.check_equal("value", got, expected, hint="look again")
+    message = str(caught.value)
+    assert message.startswith("value: ") and "expected:" in message and "got:" in message
+    assert fragment in message
+
+
+def test_check_failed_is_an_assertion_error():
+    """nbgrader and pytest count an AssertionError as a failed test, not as a crash."""
+    assert issubclass(CheckFailed, AssertionError)
+
+
+@pytest.mark.parametrize("got", [torch.zeros(2, 3), np.zeros((2, 3)), [[0, 0, 0], [0, 0, 0]]])
+def test_check_shape_accepts_tensors_arrays_and_lists(got, capsys):
+    checks.check_shape("x", got, (2, None))
     assert "x: shape (2, 3) ok" in capsys.readouterr().out
-    with pytest.raises(AssertionError, match=r"expected shape \(3, 3\), got \(2, 3\)"):
-        checks.check_shape("x", torch.zeros(2, 3), (3, 3))
-    with pytest.raises(AssertionError):
-        checks.check_shape("x", torch.zeros(2, 3), (2, 3, 1))
 
 
-def test_check_close_reports_the_difference(capsys):
-    checks.check_close("y", torch.tensor([1.0, 2.0]), [1.0, 2.0 + 1e-7])
-    assert "y: matches" in capsys.readouterr().out
-    with pytest.raises(AssertionError, match="largest difference 0.5"):
-        checks.check_close("y", torch.tensor([1.0, 2.5]), [1.0, 2.0])
-    with pytest.raises(AssertionError, match="expected shape"):
-        checks.check_close("y", torch.zeros(3), torch.zeros(2))
+@pytest.mark.parametrize(
+    "got, shape, fragment",
+    [
+        (torch.zeros(2, 3), (3, 3), "expected: (3, 3)"),
+        (torch.zeros(2, 3), (2, 3, 1), "2 dimensions, not 3"),
+        (None, (2,), "does the function end with `return"),
+        (5, (2,), "has no shape"),
+        ([[1], [2, 3]], (2,), "has no shape"),
+    ],
+)
+def test_check_shape_fails_clearly(got, shape, fragment):
+    with pytest.raises(CheckFailed, match="expected") as caught:
+        checks.check_shape("x", got, shape)
+    assert fragment in str(caught.value)
 
 
-def test_check_equal():
-    checks.check_equal("tokens", ["a", "b"], ["a", "b"])
-    with pytest.raises(AssertionError, match="expected \\['a'\\], got \\['b'\\]"):
-        checks.check_equal("tokens", ["b"], ["a"])
+@pytest.mark.parametrize(
+    "got, expected",
+    [
+        (torch.tensor([1.0, 2.0]), [1.0, 2.0 + 1e-7]),
+        (np.array([0.5]), torch.tensor([0.5])),
+        (2, 2.0),
+        (torch.tensor(3.0, dtype=torch.float16), 3.0),
+        ([], []),
+    ],
+)
+def test_check_close_passes(got, expected, capsys):
+    checks.check_close("y", got, expected)
+    assert capsys.readouterr().out.startswith("y: matches")
+
+
+@pytest.mark.parametrize(
+    "got, expected, fragment",
+    [
+        (torch.tensor([1.0, 2.5]), [1.0, 2.0], "largest difference 0.5 at index (1,)"),
+        (torch.zeros(3), torch.zeros(2), "wrong shape"),
+        (None, 1.0, "does the function end with `return"),
+        ("1.0", 1.0, "not made of numbers"),
+        ([[1.0], [2.0, 3.0]], [1.0], "cannot be read as an array"),
+        (torch.tensor([float("nan")]), [1.0], "nan or inf"),
+        (True, 1.0, "not made of numbers"),
+    ],
+)
+def test_check_close_fails_clearly(got, expected, fragment):
+    with pytest.raises(CheckFailed) as caught:
+        checks.check_close("y", got, expected)
+    assert fragment in str(caught.value)
+
+
+def test_hints_reach_the_message():
+    with pytest.raises(CheckFailed, match="hint: divide by the square root"):
+        checks.check_close("scores", [2.0], [1.0], hint="divide by the square root of d_head")
+
+
+def test_check_true(capsys):
+    checks.check_true("accuracy", 0.95 >= 0.9, expected="at least 0.9", got=0.95)
+    assert capsys.readouterr().out == "accuracy: ok (0.95, at least 0.9)\n"
+    checks.check_true("equal", torch.tensor(True), expected="true", got=1)
+    with pytest.raises(CheckFailed, match="expected: at least 0.9\n  got:      0.5\n  hint: train longer"):
+        checks.check_true("accuracy", 0.5 >= 0.9, expected="at least 0.9", got=0.5, hint="train longer")
+    with pytest.raises(TypeError, match="condition must be a boolean"):
+        checks.check_true("accuracy", 0.5, expected="at least 0.9", got=0.5)

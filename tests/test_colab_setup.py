@@ -1,7 +1,11 @@
 """colab_setup.sh, run as Colab would: a Python that already has torch.
 
 A temporary virtual environment stands in for Colab's runtime. Its "torch" is
-a small stand-in distribution (version 2.11.0, Colab's today) so that any
+a small stand-in distribution (version 2.11.0, Colab's today) in both shapes a
+real one comes in: from PyTorch's own index (Colab's), the local label is in
+the package version and in ``torch.__version__`` ("2.11.0+cpu"); from the
+package registry, only ``torch.__version__`` carries it ("2.11.0+cu130" for a
+package "2.11.0"). Any
 attempt by pip to replace it shows up as changed files. The script must install
 the package and what is missing, leave torch alone, make the package importable
 in an interpreter that was already running, change nothing on a second run,
@@ -21,16 +25,20 @@ ROOT = Path(__file__).resolve().parent.parent
 COPY = ["colab_setup.sh", "pyproject.toml", "README.md", "LICENSE", "mllm_utils"]
 
 
-def make_fake_torch(site: Path) -> None:
+# (torch.__version__, the installed package's version)
+TORCH_SHAPES = {"pytorch-index": ("2.11.0+cpu", "2.11.0+cpu"), "registry": ("2.11.0+cu130", "2.11.0")}
+
+
+def make_fake_torch(site: Path, module_version: str, package_version: str) -> None:
     (site / "torch").mkdir()
-    (site / "torch" / "__init__.py").write_text('__version__ = "2.11.0"\n', encoding="utf-8")
-    info = site / "torch-2.11.0.dist-info"
+    (site / "torch" / "__init__.py").write_text(f'__version__ = "{module_version}"\n', encoding="utf-8")
+    info = site / f"torch-{package_version}.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0\n", encoding="utf-8")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch\nVersion: {package_version}\n",
+                                   encoding="utf-8")
     (info / "INSTALLER").write_text("colab\n", encoding="utf-8")
     (info / "RECORD").write_text(
-        "torch/__init__.py,,\ntorch-2.11.0.dist-info/METADATA,,\ntorch-2.11.0.dist-info/RECORD,,\n",
-        encoding="utf-8",
+        f"torch/__init__.py,,\n{info.name}/METADATA,,\n{info.name}/RECORD,,\n", encoding="utf-8"
     )
 
 
@@ -43,8 +51,8 @@ def snapshot(site: Path) -> dict:
     }
 
 
-@pytest.fixture(scope="module")
-def colab(tmp_path_factory):
+@pytest.fixture(scope="module", params=sorted(TORCH_SHAPES))
+def colab(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("colab")
     repo = tmp / "mllm-course"
     repo.mkdir()
@@ -63,7 +71,7 @@ def colab(tmp_path_factory):
             check=True, capture_output=True, text=True,
         ).stdout.strip()
     )
-    make_fake_torch(site)
+    make_fake_torch(site, *TORCH_SHAPES[request.param])
     return repo, python, site
 
 
@@ -99,6 +107,7 @@ def test_installs_without_touching_torch_or_restarting(colab):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "imported 0.1.0" in result.stdout and "torch 2.11.0" in result.stdout, result.stdout
+    assert "Installing mllm_utils" in result.stdout, "the first run installs"
     assert str(site) in result.stdout, "the package must be installed (not imported from the clone)"
     torch_after = {k: v for k, v in snapshot(site).items() if k.startswith("torch")}
     assert torch_after == torch_before, "colab_setup.sh changed the installed torch"
