@@ -1,12 +1,18 @@
 # The course's commands. `make lab` and `make test` work on a fresh machine with
-# Python 3.10+ (3.11 is what CI uses): each creates .venv from the lock first.
+# Python 3.10+ (3.11 is what CI uses): each creates its environment from the lock first.
+# .venv is a learner's (JupyterLab and the course); .venv-teach adds a teacher's nbgrader,
+# and is where the tests run, since they grade submissions end to end.
 VENV   ?= .venv
+TEACH_VENV ?= .venv-teach
 PYTHON ?= python3
 PY     := $(VENV)/bin/python
+TPY    := $(TEACH_VENV)/bin/python
+SUBMISSIONS ?= submissions
+GRADES ?= grades
 # The environment of the committed outputs (quick size, no progress bars, AVX2 kernels) is RUN_ENV in
 # tools/notebooks.py; conftest.py applies it to every pytest run, so no target repeats it here.
 
-.PHONY: setup lab test test-full lint notebooks headers benchmarks lock clean
+.PHONY: setup teach-setup lab test test-full lint notebooks headers benchmarks lock clean release grade
 
 setup: $(VENV)/.installed
 
@@ -19,15 +25,24 @@ $(VENV)/.installed: requirements-lock.txt pyproject.toml
 	MPLBACKEND=Agg $(PY) -c "import matplotlib.pyplot"
 	touch $@
 
+teach-setup: $(TEACH_VENV)/.installed
+
+$(TEACH_VENV)/.installed: requirements-lock.txt requirements-teach-lock.txt pyproject.toml
+	$(PYTHON) -m venv $(TEACH_VENV)
+	$(TPY) -m pip install --quiet --disable-pip-version-check -r requirements-lock.txt -r requirements-teach-lock.txt
+	$(TPY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	MPLBACKEND=Agg $(TPY) -c "import matplotlib.pyplot"
+	touch $@
+
 # Jupyter refuses to run as root (containers, some cloud machines) unless told to.
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 
 lab: setup  ## open the course in JupyterLab
 	$(VENV)/bin/jupyter lab $(LAB_ARGS) notebooks/
 
-test: setup  ## unit tests, lint, and every notebook under nbval (quick size)
-	$(PY) -m pytest
-	$(VENV)/bin/ruff check .
+test: teach-setup  ## unit tests, every notebook under nbval (quick size), the classroom kit end to end, lint
+	$(TPY) -m pytest
+	$(TEACH_VENV)/bin/ruff check .
 
 test-full: setup  ## run every notebook at the full size (slow; a GPU helps): errors only, outputs not compared
 	MLLM_QUICK=0 TQDM_DISABLE=1 $(PY) -m pytest --nbval-lax notebooks/
@@ -35,17 +50,23 @@ test-full: setup  ## run every notebook at the full size (slow; a GPU helps): er
 lint: setup
 	$(VENV)/bin/ruff check .
 
+release: teach-setup  ## make the student versions (student/) from the lessons
+	$(TPY) -m mllm_utils.classroom release
+
+grade: teach-setup  ## grade SUBMISSIONS=folder (one folder per student) into GRADES=folder
+	$(TPY) -m mllm_utils.classroom grade $(SUBMISSIONS) --out $(GRADES)
+
 notebooks: setup  ## re-execute notebooks (NB=01_tokenization.ipynb for one) and save their outputs
 	$(PY) tools/notebooks.py run $(NB)
 
 headers: setup  ## rewrite every badge and Colab setup cell from pyproject.toml's Repository
 	$(PY) tools/notebooks.py headers
 
-benchmarks: setup  ## the speed measurements quoted in the README
-	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
+benchmarks: teach-setup  ## the speed measurements quoted in the README (grading needs the teacher's nbgrader)
+	for b in benchmarks/*.py; do $(TPY) $$b || exit 1; done
 
 lock: setup  ## record the versions now installed in .venv as the CI lock
 	$(PY) -m pip freeze --all --exclude-editable | grep -v "^pip==" | sed -E 's/^torch==([0-9.]+)\+cpu$$/torch==\1/' > requirements-lock.txt
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(TEACH_VENV) build *.egg-info

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import math
 import numbers
+from contextlib import contextmanager
 
 import numpy as np
 import torch
+from torch.overrides import TorchFunctionMode
 
-__all__ = ["CheckFailed", "check_close", "check_equal", "check_shape", "check_true"]
+__all__ = ["CheckFailed", "check_close", "check_equal", "check_shape", "check_true", "torch_calls"]
 
 
 class CheckFailed(AssertionError):
@@ -182,3 +184,27 @@ def check_true(name: str, condition, expected: str, got, hint: str | None = None
     if not condition:
         _fail(name, "does not hold", expected, _describe(got), _missing_hint(got) or hint)
     print(f"{name}: ok ({_describe(got, limit=60)}, {expected})")
+
+
+class _RecordCalls(TorchFunctionMode):
+    def __init__(self, names: list):
+        super().__init__()
+        self.names = names
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.names.append(getattr(func, "__name__", str(func)))
+        return func(*args, **(kwargs or {}))
+
+
+@contextmanager
+def torch_calls():
+    """Record the name of every torch function called inside the block, for checks that forbid a
+    shortcut (``F.log_softmax`` in a hand-written cross-entropy) or a Python loop over rows::
+
+        with torch_calls() as names:
+            answer(x)
+        check_true("no log_softmax", "log_softmax" not in names, expected="...", got=names)
+    """
+    names: list[str] = []
+    with _RecordCalls(names):
+        yield names

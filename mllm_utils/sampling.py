@@ -11,7 +11,10 @@ vocabulary entry. This module turns those scores into a choice:
   the three reshaping steps on their own. Each returns *logits* again, with the
   discarded entries set to ``-inf`` (so ``softmax`` gives them probability 0),
   which makes them easy to plot and to chain;
-* :func:`distribution` is the probability vector :func:`sample` draws from;
+* :func:`distribution` is the probability vector :func:`sample` draws from, and
+  :func:`draw` makes the draw: one uniform number per row from
+  ``torch.rand``, looked up in the cumulative probabilities (inverse-CDF
+  sampling);
 * :func:`generate` runs a model token by token, carrying its state, and
   :func:`generate_refeed` is the slow reference that re-feeds the whole text.
 
@@ -21,7 +24,11 @@ row, a batch ``(B, V)`` or a model output ``(B, T, V)`` all work.
 Conventions and decisions
 -------------------------
 * Order: temperature first, then top-k, then top-p (on the renormalised
-  distribution that top-k left), then one draw with ``torch.multinomial``.
+  distribution that top-k left), then one draw with :func:`draw`.
+* Draws by inverse CDF, not ``torch.multinomial``: with the same seeded
+  generator, ``torch.multinomial`` has drawn other tokens in other PyTorch
+  releases (2.4 and 2.11 differ), while ``torch.rand`` gives the same numbers,
+  so a seeded sample reads the same on every supported PyTorch (on the CPU).
 * ``temperature`` must be a finite number > 0. ``T < 1`` sharpens the
   distribution (towards greedy), ``T > 1`` flattens it (towards uniform).
   ``T = 0`` is *not* accepted as a spelling of greedy decoding: call
@@ -55,6 +62,7 @@ import torch
 __all__ = [
     "apply_temperature",
     "distribution",
+    "draw",
     "generate",
     "generate_refeed",
     "greedy",
@@ -223,7 +231,7 @@ def distribution(
         top_p = _check_p(top_p)
     z = _temperature(logits, temperature)
     if z.dtype in (torch.float16, torch.bfloat16):
-        z = z.float()  # softmax and multinomial want a wider type
+        z = z.float()  # softmax and the draw want a wider type
     if top_k is not None:
         z = _top_k(z, top_k)
     if top_p is not None:
@@ -255,7 +263,7 @@ def sample(
 
     Steps: :func:`apply_temperature`, then :func:`top_k_logits` (if ``top_k``),
     then :func:`top_p_logits` (if ``top_p``), then ``softmax`` and one
-    ``torch.multinomial`` draw per row with ``generator`` (pass a seeded
+    :func:`draw` per row with ``generator`` (pass a seeded
     ``torch.Generator`` for reproducible draws; it must live on the logits'
     device). ``top_k=None`` / ``top_p=None`` switch those filters off.
 
@@ -265,16 +273,51 @@ def sample(
     Introduced in notebook 06.
     """
     probs = distribution(logits, temperature, top_k, top_p)
-    flat = probs.reshape(-1, probs.shape[-1])
-    if flat.shape[0] == 0:
-        return torch.zeros(probs.shape[:-1], dtype=torch.long, device=probs.device)
-    if generator is not None and generator.device != flat.device:
+    if generator is not None and generator.device != probs.device:
         raise ValueError(
-            f"the generator is on {generator.device} but the logits are on {flat.device}: "
+            f"the generator is on {generator.device} but the logits are on {probs.device}: "
             "create the generator on the logits' device, e.g. torch.Generator(device=logits.device)"
         )
-    drawn = torch.multinomial(flat, num_samples=1, generator=generator)
-    return drawn.reshape(probs.shape[:-1])
+    return _draw(probs, generator)
+
+
+def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """One index per row of ``probs`` (shape ``(..., V)``), drawn with those probabilities: shape ``(...,)``.
+
+    Inverse-CDF sampling: one uniform number ``u`` per row from ``torch.rand``
+    with ``generator``, and the first index whose cumulative probability
+    exceeds ``u`` times the row's total (so rows need not sum exactly to 1).
+    Zero-probability entries are never drawn. Unlike ``torch.multinomial``,
+    the same seed gives the same draws on every supported PyTorch release.
+    ``probs`` must be finite and non-negative with a positive sum in each row;
+    ``generator`` must live on ``probs``' device. Introduced in notebook 06.
+    """
+    if not isinstance(probs, torch.Tensor):
+        raise TypeError(f"probs must be a tensor of shape (..., V), got {type(probs).__name__}")
+    if probs.dim() == 0 or probs.shape[-1] == 0:
+        raise ValueError(f"probs must have shape (..., V) with V >= 1, got shape {tuple(probs.shape)}")
+    if probs.is_complex() or not probs.is_floating_point():
+        raise TypeError(f"probs must be floating point, got dtype {probs.dtype}")
+    if not bool(torch.isfinite(probs).all()) or bool((probs < 0).any()):
+        raise ValueError("probs must be finite and non-negative (got nan, inf or a negative entry)")
+    if probs.numel() and bool((probs.sum(dim=-1) <= 0).any()):
+        raise ValueError("every row of probs needs a positive sum (got a row of zeros)")
+    if generator is not None and generator.device != probs.device:
+        raise ValueError(
+            f"the generator is on {generator.device} but probs are on {probs.device}: "
+            "create the generator on the same device, e.g. torch.Generator(device=probs.device)"
+        )
+    return _draw(probs, generator)
+
+
+def _draw(probs, generator):
+    flat = probs.reshape(-1, probs.shape[-1])
+    # Cumulative sums in float64, so the lookup does not depend on float32 rounding of the running sum.
+    cdf = flat.double().cumsum(dim=-1)
+    u = torch.rand(flat.shape[0], 1, generator=generator, device=flat.device)  # same numbers on every release
+    target = u.double() * cdf[:, -1:]
+    index = torch.searchsorted(cdf, target, right=True).clamp_(max=flat.shape[-1] - 1)
+    return index.reshape(probs.shape[:-1])
 
 
 # -------------------------------------------------------------- generation

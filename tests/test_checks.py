@@ -120,3 +120,14 @@ def test_check_true(capsys):
         checks.check_true("accuracy", 0.5 >= 0.9, expected="at least 0.9", got=0.5, hint="train longer")
     with pytest.raises(TypeError, match="condition must be a boolean"):
         checks.check_true("accuracy", 0.5, expected="at least 0.9", got=0.5)
+
+
+def test_torch_calls_records_functions_and_methods():
+    x = torch.randn(3, 4)
+    with checks.torch_calls() as names:
+        torch.nn.functional.log_softmax(x, dim=-1)
+        x.exp().sum()
+    assert "log_softmax" in names and "exp" in names and "sum" in names
+    with checks.torch_calls() as names:
+        pass
+    assert names == []

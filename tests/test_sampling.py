@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from mllm_utils.sampling import (
     apply_temperature,
     distribution,
+    draw,
     generate,
     generate_refeed,
     greedy,
@@ -208,6 +209,49 @@ def test_sample_frequencies_follow_the_distribution():
     draws = sample(z.expand(20_000, -1), generator=torch.Generator().manual_seed(1))
     freq = torch.bincount(draws, minlength=3).double() / len(draws)
     torch.testing.assert_close(freq, torch.tensor([0.5, 0.3, 0.2], dtype=torch.double), atol=0.015, rtol=0)
+
+
+def test_draw_is_the_inverse_cdf_of_torch_rand():
+    """The draw is a pure function of torch.rand's numbers, which every supported PyTorch gives alike
+    for the same seed (torch.multinomial's draws changed between releases)."""
+    probs = torch.tensor([[0.1, 0.0, 0.6, 0.3], [0.25, 0.25, 0.25, 0.25], [0.0, 0.0, 0.0, 2.0]])
+    got = draw(probs, torch.Generator().manual_seed(7))
+    u = torch.rand(3, 1, generator=torch.Generator().manual_seed(7)).double()
+    cdf = probs.double().cumsum(-1)
+    expected = (cdf <= u * cdf[:, -1:]).sum(-1)  # how many cumulative sums u has passed
+    assert torch.equal(got, expected)
+    assert got[2].item() == 3, "a row with one non-zero entry always draws it"
+
+
+def test_seeded_draws_are_pinned():
+    """The first draws of seed 0, fixed for good: a change here changes every sampled text in the course."""
+    g = torch.Generator().manual_seed(0)
+    z = torch.log(torch.tensor([0.5, 0.3, 0.2]))
+    assert sample(z.expand(8, -1), generator=g).tolist() == [0, 1, 0, 0, 0, 1, 0, 2]
+    u = torch.rand(4, generator=torch.Generator().manual_seed(0))
+    assert [round(x, 4) for x in u.tolist()] == [0.4963, 0.7682, 0.0885, 0.132]
+
+
+def test_draw_never_picks_a_zero_probability_entry():
+    probs = torch.tensor([0.0, 0.5, 0.0, 0.5, 0.0])
+    draws = draw(probs.expand(5_000, -1), torch.Generator().manual_seed(3))
+    assert set(draws.tolist()) == {1, 3}
+
+
+@pytest.mark.parametrize(
+    "probs, error, match",
+    [
+        ([0.5, 0.5], TypeError, "probs must be a tensor"),
+        (torch.tensor(1.0), ValueError, r"shape \(\.\.\., V\)"),
+        (torch.tensor([1, 2]), TypeError, "floating point"),
+        (torch.tensor([0.5, -0.1]), ValueError, "non-negative"),
+        (torch.tensor([0.5, math.nan]), ValueError, "finite"),
+        (torch.tensor([[0.5, 0.5], [0.0, 0.0]]), ValueError, "positive sum"),
+    ],
+)
+def test_draw_rejects_what_is_not_a_distribution(probs, error, match):
+    with pytest.raises(error, match=match):
+        draw(probs)
 
 
 def test_greedy_ties_go_to_the_lowest_index():
