@@ -40,6 +40,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from mllm_utils._validate import check_bool, check_int, check_number, check_tensor, describe
+
 __all__ = [
     "MultiHeadAttention",
     "causal_mask",
@@ -65,6 +67,10 @@ def causal_mask(
     then the *last* ``seq_len`` positions of ``key_len``, so the diagonal is
     shifted right by ``key_len - seq_len`` (the newest query sees every key).
     """
+    check_int("seq_len", seq_len)
+    check_int("key_len", key_len, none_ok=True)
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"causal_mask: dtype must be a torch.dtype (torch.bool or a float type), got {describe(dtype)}")
     key_len = seq_len if key_len is None else key_len
     if seq_len < 1 or key_len < seq_len:
         raise ValueError(
@@ -127,6 +133,12 @@ def scaled_dot_product_attention(
     A query row whose every key is blocked gets zero weights and a zero output.
     ``dropout_p`` drops weights with that probability whatever the mode: pass 0 when evaluating.
     """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_tensor(name, t, floating=True, hint="queries, keys and values are float tensors (..., seq_len, dim)")
+    check_number("dropout_p", dropout_p, 0, 1, high_open=True, hint="the probability of dropping a weight")
+    check_number("scale", scale, 0, low_open=True, none_ok=True, hint="None gives 1 / sqrt(d)")
+    if attn_mask is not None and not isinstance(attn_mask, torch.Tensor):
+        raise TypeError(f"attn_mask must be a bool or float tensor or None, got {describe(attn_mask)}")
     if q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
         raise ValueError(
             "q, k and v need at least 2 dimensions (..., seq_len, dim), got shapes "
@@ -179,6 +191,10 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, embed_dim: int, num_heads: int, bias: bool = True, dropout: float = 0.0):
         super().__init__()
+        check_int("embed_dim", embed_dim)
+        check_int("num_heads", num_heads)
+        check_bool("bias", bias)
+        check_number("dropout", dropout, 0, 1, high_open=True, hint="the probability of dropping a weight")
         if num_heads < 1 or embed_dim < 1 or embed_dim % num_heads:
             raise ValueError(
                 f"embed_dim ({embed_dim}) must be a positive multiple of num_heads ({num_heads}): "
@@ -219,6 +235,7 @@ class MultiHeadAttention(nn.Module):
         ``use_cache=True`` the result is ``(output, weights, (keys, values))``.
         """
         B, L = self._check_input(x)
+        self._check_options(attn_mask, key_padding_mask, need_weights, average_attn_weights, is_causal, use_cache)
         qkv = self.in_proj(x).view(B, L, 3, self.num_heads, self.head_dim)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, H, L, head_dim)
         if past_kv is not None:
@@ -257,12 +274,20 @@ class MultiHeadAttention(nn.Module):
         if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.embed_dim:
             got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(
-                f"MultiHeadAttention expects input of shape (batch, seq_len, embed_dim={self.embed_dim}), "
+                f"MultiHeadAttention expects input x of shape (batch, seq_len, embed_dim={self.embed_dim}), "
                 f"got {got}. For one sequence of shape (seq_len, embed_dim) pass x.unsqueeze(0)."
             )
         if not x.is_floating_point():
-            raise TypeError(f"MultiHeadAttention expects float input (embeddings), got {x.dtype}.")
+            raise TypeError(f"MultiHeadAttention expects float input x (embeddings), got {x.dtype}.")
         return x.shape[0], x.shape[1]
+
+    def _check_options(self, attn_mask, key_padding_mask, *flags) -> None:
+        names = ("need_weights", "average_attn_weights", "is_causal", "use_cache")
+        for name, flag in zip(names, flags, strict=True):
+            check_bool(name, flag)
+        for name, mask in (("attn_mask", attn_mask), ("key_padding_mask", key_padding_mask)):
+            if mask is not None and not isinstance(mask, torch.Tensor):
+                raise TypeError(f"{name} must be a tensor or None, got {describe(mask)}")
 
     def _check_cache(self, past_kv, B: int, x: torch.Tensor):
         want = (B, self.num_heads, None, self.head_dim)
@@ -301,8 +326,12 @@ class MultiHeadAttention(nn.Module):
             ):
                 pass
             else:
+                hint = ""
+                if mask.dim() == 3 and shape[-1] == self.embed_dim and attn_mask.is_floating_point():
+                    hint = ("It looks like embeddings: MultiHeadAttention is self-attention, call it as "
+                            "mha(x), not mha(q, k, v) as nn.MultiheadAttention. ")  # fmt: skip
                 raise ValueError(
-                    f"attn_mask has shape {shape}; with {B} sequences, {H} heads, {L} queries and "
+                    f"{hint}attn_mask has shape {shape}; with {B} sequences, {H} heads, {L} queries and "
                     f"{S} keys it must be ({L}, {S}), ({B * H}, {L}, {S}) (batch-major, as in "
                     f"nn.MultiheadAttention) or (B or 1, H or 1, {L}, {S}). For one mask per sequence "
                     "use attn_mask[:, None] of shape (B, 1, L, S)."
@@ -333,6 +362,10 @@ def load_torch_multihead_attention(ours: MultiHeadAttention, theirs: nn.Multihea
     layouts are supported: ``batch_first=True``, equal ``kdim``/``vdim``, no
     ``add_bias_kv``/``add_zero_attn``.
     """
+    if not isinstance(ours, MultiHeadAttention):
+        raise TypeError(f"ours must be a mllm_utils.attention.MultiHeadAttention, got {describe(ours)}")
+    if not isinstance(theirs, nn.MultiheadAttention):
+        raise TypeError(f"theirs must be a torch.nn.MultiheadAttention, got {describe(theirs)}")
     problems = []
     if not theirs.batch_first:
         problems.append("batch_first=False (ours reads (B, L, D): build it with batch_first=True)")

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
+from mllm_utils._validate import check_int, describe
 from mllm_utils.text import Vocab, basic_english, build_vocab_from_iterator
 
 __all__ = [
@@ -52,8 +53,12 @@ def wikitext_paragraphs(lines: Iterable[str]) -> list[list[str]]:
             "wikitext_paragraphs takes an iterable of lines, not one string: "
             "pass text.splitlines(keepends=True) or a WikiText split."
         )
+    if not hasattr(lines, "__iter__"):
+        raise TypeError(f"lines must be an iterable of str lines (a WikiText split), got {describe(lines)}")
     paragraphs = []
-    for line in lines:
+    for i, line in enumerate(lines):
+        if not isinstance(line, str):
+            raise TypeError(f"lines[{i}] must be a str (one line of text), got {describe(line)}")
         line = _LEADING_SPACE.sub("", line).replace("@", "")
         if line.startswith("="):  # a title or section heading
             continue
@@ -69,15 +74,33 @@ def build_vocab(paragraphs: Iterable[list[str]], min_freq: int = 50) -> Vocab:
     Rare words all map to ``<unk>`` (index 0), which WikiText itself already
     uses for its rarest words.
     """
-    if min_freq < 1:
-        raise ValueError(f"min_freq must be at least 1, got {min_freq}")
-    vocab = build_vocab_from_iterator(paragraphs, min_freq=min_freq, specials=["<unk>"])
+    check_int("min_freq", min_freq, 1, hint="a word must be seen this many times to get its own index")
+    vocab = build_vocab_from_iterator(_token_lists(paragraphs), min_freq=min_freq, specials=["<unk>"])
     vocab.set_default_index(vocab["<unk>"])
     return vocab
 
 
+def _token_lists(paragraphs):
+    """``paragraphs`` as a list of token lists; a string (untokenized text) is refused, not split into characters."""
+    if isinstance(paragraphs, (str, torch.Tensor)) or not hasattr(paragraphs, "__iter__"):
+        raise TypeError(
+            f"paragraphs must be a list of token lists (from wikitext_paragraphs), got {describe(paragraphs)}"
+        )
+    paragraphs = list(paragraphs)
+    for i, p in enumerate(paragraphs):
+        if isinstance(p, str) or not isinstance(p, (list, tuple)):
+            raise TypeError(
+                f"paragraphs[{i}] must be a list of tokens, got {describe(p)}: tokenize the lines first "
+                "(wikitext_paragraphs), or a string is counted character by character"
+            )
+    return paragraphs
+
+
 def encode_paragraphs(paragraphs: Sequence[list[str]], vocab: Vocab) -> list[torch.Tensor]:
     """Each paragraph's tokens as a 1-D tensor of vocabulary indices (unknown words: the default)."""
+    if not isinstance(vocab, Vocab):
+        raise TypeError(f"vocab must be a mllm_utils.text.Vocab (from build_vocab), got {describe(vocab)}")
+    paragraphs = _token_lists(paragraphs)
     stoi, default = vocab.get_stoi(), vocab.get_default_index()
     ids = [stoi.get(token, default) for p in paragraphs for token in p]
     if default is None and None in ids:
@@ -121,6 +144,8 @@ def _as_index_tensors(paragraphs) -> list[torch.Tensor]:
             )
         if t.numel() and (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool):
             raise TypeError(f"paragraph {i} holds {t.dtype} values; token indices must be integers.")
+        if t.numel() and int(t.min()) < 0:
+            raise ValueError(f"paragraph {i} holds the negative index {int(t.min())}; token indices start at 0.")
         tensors.append(t.long())
     if not tensors:
         raise ValueError("the corpus is empty: cbow_pairs got no paragraphs.")

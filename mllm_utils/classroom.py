@@ -143,11 +143,6 @@ def generate(root: Path, lessons: list[Path]) -> None:
 # ---------------------------------------------------------------- release
 
 
-def student_badge(source: str, name: str, folder: str) -> str:
-    """Point a lesson's Open-in-Colab badge at the student copy."""
-    return source.replace(f"/blob/main/notebooks/{name}", f"/blob/main/{folder}/{name}")
-
-
 def release(lessons: list[Path], out: Path) -> list[dict]:
     """Write the student version of each lesson into ``out`` (plus a README with the table); return the table."""
     require_nbgrader()
@@ -160,9 +155,10 @@ def release(lessons: list[Path], out: Path) -> list[dict]:
             nb = nbformat.read(root / "release" / path.stem / path.name, as_version=4)
             for cell in nb.cells:
                 if "colab-badge" in cell.metadata.get("tags", []):
-                    cell.source = student_badge(cell.source, path.name, out.name)
+                    # The Open-in-Colab badge opens the student copy, not the lesson.
+                    cell.source = cell.source.replace(f"/notebooks/{path.name}", f"/{out.name}/{path.name}")
             nb.metadata.pop("widgets", None)
-            write_atomically(nb, out / path.name)
+            write_atomically(out / path.name, lambda f, nb=nb: nbformat.write(nb, f))
             found = exercises(nb)
             rows.append({
                 "notebook": path.stem, "exercises": len(found), "points": sum(e.points for e in found),
@@ -172,9 +168,11 @@ def release(lessons: list[Path], out: Path) -> list[dict]:
     return rows
 
 
-def write_atomically(nb, path: Path) -> None:
+def write_atomically(path: Path, write) -> None:
+    """``write(file)`` into a temporary file beside ``path``, then put it in place: never half a file."""
     tmp = path.with_name(f".{path.name}.tmp")
-    nbformat.write(nb, tmp)
+    with open(tmp, "w", encoding="utf-8", newline="") as f:
+        write(f)
     os.replace(tmp, path)
 
 
@@ -233,7 +231,7 @@ def read_submission(path: Path):
     except UnicodeDecodeError:
         return None, "not a notebook (not UTF-8 text)"
     except json.JSONDecodeError as error:
-        return None, f"not a notebook (invalid JSON: {error.msg} at line {error.lineno}; cut off or edited by hand?)"
+        return None, f"not a notebook (invalid JSON, line {error.lineno}: {error.msg}; cut off or edited by hand?)"
     try:
         nb = nbformat.reads(text, as_version=4)
         nbformat.validate(nb)
@@ -252,7 +250,7 @@ def cell_problems(submitted, lesson) -> list[str]:
 def error_notes(autograded_path: Path, timeout: int) -> list[str]:
     """One note per cell that raised when graded: exercise cells by id, others by number (a timeout says so)."""
     nb = nbformat.read(autograded_path, as_version=4)
-    notes = []
+    notes, lesson = [], []
     for index, cell in enumerate(nb.cells):
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
         if not errors:
@@ -262,7 +260,13 @@ def error_notes(autograded_path: Path, timeout: int) -> list[str]:
         if ename in ("KeyboardInterrupt", "CellTimeoutError"):  # nbgrader interrupts a cell at its limit
             message = f"ran past {timeout} s and was stopped"
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        notes.append(f"{grade_id}: {message}" if grade_id else f"cell {index} (lesson code): {message}")
+        if grade_id:
+            notes.append(f"{grade_id}: {message}")
+        else:
+            lesson.append(f"cell {index}: {message}")
+    if lesson:  # a broken lesson cell usually breaks the rest: the first one says why
+        more = f" (and {len(lesson) - 1} more)" if len(lesson) > 1 else ""
+        notes.insert(0, f"lesson code raised in {lesson[0]}{more}")
     return notes
 
 
@@ -388,12 +392,7 @@ def fmt(value) -> str:
 
 
 def write_csv(path: Path, header: list, rows: list) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(header)
-        writer.writerows(rows)
-    os.replace(tmp, path)
+    write_atomically(path, lambda f: csv.writer(f).writerows([header, *rows]))
 
 
 # ---------------------------------------------------------------- command line

@@ -53,6 +53,11 @@ def war_and_peace_raw() -> str:
 
 def strip_gutenberg(text: str) -> str:
     """The book between Project Gutenberg's START and END lines (header, footer, licence dropped)."""
+    if not isinstance(text, str):
+        raise TypeError(
+            f"strip_gutenberg takes the text as a str, got {type(text).__name__}: read files with "
+            "encoding='utf-8', or decode bytes first"
+        )
     start, end = text.find(_START), text.find(_END)
     if start < 0 or end < 0 or end < start:
         raise ValueError(

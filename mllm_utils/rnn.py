@@ -19,6 +19,8 @@ import math
 import torch
 from torch import nn
 
+from mllm_utils._validate import check_choice, check_int, check_tensor
+
 TASKS = ("count", "first")
 
 
@@ -33,6 +35,8 @@ class RNN(nn.Module):
 
     def __init__(self, input_dim: int, hidden_dim: int):
         super().__init__()
+        check_int("input_dim", input_dim)
+        check_int("hidden_dim", hidden_dim)
         if input_dim < 1 or hidden_dim < 1:
             raise ValueError(
                 f"input_dim and hidden_dim must be positive, got {input_dim} and {hidden_dim}"
@@ -53,14 +57,20 @@ class RNN(nn.Module):
         ``(B, hidden_dim)`` or ``(hidden_dim,)``. Returns ``(out, h)``: every
         step's hidden state ``(L, [B,] hidden_dim)`` and the last one.
         """
+        check_tensor("x", x, floating=True, hint="the RNN reads float vectors, e.g. one-hot: F.one_hot(ids).float()")
         if x.ndim not in (2, 3) or x.shape[-1] != self.input_dim:
             raise ValueError(
                 f"x must have shape (L, B, {self.input_dim}) or (L, {self.input_dim}), "
                 f"got {tuple(x.shape)}"
             )
+        if x.shape[0] == 0:
+            raise ValueError(f"x has no time steps (shape {tuple(x.shape)}): give at least one")
+        if x.dtype != self.w_ih.dtype:
+            raise TypeError(f"x has dtype {x.dtype} but the RNN's weights are {self.w_ih.dtype}: convert one, "
+                            f"e.g. x.to({self.w_ih.dtype})")  # fmt: skip
         if h is None:
             h = x.new_zeros(*x.shape[1:-1], self.hidden_dim)
-        elif h.shape != (*x.shape[1:-1], self.hidden_dim):
+        elif check_tensor("h", h, floating=True).shape != (*x.shape[1:-1], self.hidden_dim):
             raise ValueError(
                 f"h must have shape {(*x.shape[1:-1], self.hidden_dim)} for this x, "
                 f"got {tuple(h.shape)}"
@@ -88,8 +98,9 @@ def sequence_data(task: str, seq_len: int, vocab_size: int = 128):
 
     Introduced in notebook 04.
     """
-    if task not in TASKS:
-        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+    check_choice("task", task, TASKS)
+    check_int("seq_len", seq_len)
+    check_int("vocab_size", vocab_size, 2)
     if seq_len < 1 or seq_len >= vocab_size:
         raise ValueError(
             f"seq_len must be between 1 and vocab_size - 1 = {vocab_size - 1}, got {seq_len}: "

@@ -20,6 +20,8 @@ import random
 import numpy as np
 import torch
 
+from mllm_utils._validate import check_int, check_str
+
 QUICK_ENV = "MLLM_QUICK"
 
 
@@ -53,6 +55,7 @@ def _size_reason() -> str:
 
 def seed_everything(seed: int = 0) -> None:
     """Seed Python's, NumPy's and PyTorch's random number generators."""
+    check_int("seed", seed, 0, 2**32 - 1, hint="NumPy takes seeds from 0 to 2**32 - 1")
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -84,6 +87,8 @@ def start(quick_time: str, full_time: str, seed: int = 0) -> str:
 
     Returns ``"quick"`` or ``"full"``.
     """
+    for name, value in (("quick_time", quick_time), ("full_time", full_time)):
+        check_str(name, value, empty_ok=False, hint="how long the notebook takes, e.g. 'about 1 minute on a CPU'")
     seed_everything(seed)
     size = run_size()
     other = "full" if size == "quick" else "quick"
@@ -105,6 +110,8 @@ def progress(iterable=None, **kwargs):
     """
     from tqdm.auto import tqdm
 
+    if iterable is not None and not hasattr(iterable, "__iter__"):
+        raise TypeError(f"progress takes an iterable (e.g. range(n)) or None, got {type(iterable).__name__}")
     if os.environ.get("TQDM_DISABLE", "").strip().lower() in ("1", "true", "yes"):
         kwargs["disable"] = True
     return tqdm(iterable, **kwargs)

@@ -20,7 +20,12 @@ differences, each tested there:
 - look-ups take any iterable (a tuple, a generator, a 1-D tensor), where
   torchtext's C++ binding wants a list;
 - a float tensor is not an index (torchtext truncates 1.7 to 1);
-- :func:`vocab` does not remove the specials from the caller's dict.
+- :func:`vocab` does not remove the specials from the caller's dict;
+- a default index outside the vocabulary (``set_default_index(99)`` on 10 tokens, or
+  ``-1``) raises ``ValueError`` (torchtext stores it and returns it for every unknown token);
+- ``specials`` given as one string (``specials="<unk>"``) raises ``TypeError`` (torchtext
+  splits it into the characters ``<``, ``u``, ``n``, ``k``, ``>``);
+- ``min_freq`` and ``max_tokens`` must be ints (``TypeError`` for ``2.5``).
 
 Introduced in notebook 01 (tokenization).
 """
@@ -101,6 +106,10 @@ class Vocab:
     """
 
     def __init__(self, tokens: Iterable[str], default_index: int | None = None):
+        if isinstance(tokens, str):
+            raise TypeError(f"Vocab takes a list of tokens, not one string ({tokens[:20]!r}): split it first")
+        if not hasattr(tokens, "__iter__"):
+            raise TypeError(f"Vocab takes a list of tokens, got {type(tokens).__name__}")
         self._itos: list[str] = []
         self._stoi: dict[str, int] = {}
         for token in tokens:
@@ -187,6 +196,11 @@ class Vocab:
         """Map unknown tokens to ``index`` from now on; ``None`` unsets it."""
         if index is not None:
             index = _as_index(index, "set_default_index", " (e.g. vocab['<unk>']) or None")
+            if not 0 <= index < len(self._itos):
+                raise ValueError(
+                    f"set_default_index got index {index}, but this vocabulary's indices are 0 to "
+                    f"{len(self._itos) - 1}: unknown tokens would map to no token. Use vocab['<unk>']"
+                )
         self._default_index = index
 
     def get_default_index(self) -> int | None:
@@ -247,6 +261,15 @@ def _as_index(value, where: str, accepted: str = "") -> int:
         raise TypeError(f"{where} takes an integer index{accepted}, got {got}{fix}") from None
 
 
+def _check_specials(specials) -> list[str]:
+    if isinstance(specials, str):
+        raise TypeError(
+            f"specials must be a list of tokens, got the string {specials!r}: write specials=[{specials!r}] "
+            "(a string would be split into its characters)"
+        )
+    return list(specials or [])
+
+
 def vocab(
     ordered_dict: Mapping[str, int],
     min_freq: int = 1,
@@ -258,7 +281,14 @@ def vocab(
     Tokens rarer than ``min_freq`` are dropped; ``specials`` are put first (or
     last) whatever their frequency.
     """
-    specials = list(specials or [])
+    specials = _check_specials(specials)
+    if isinstance(min_freq, bool) or not isinstance(min_freq, int):
+        raise TypeError(f"min_freq must be an int, got {min_freq!r}")
+    if not isinstance(ordered_dict, Mapping):
+        raise TypeError(
+            "ordered_dict must map tokens to frequencies (an OrderedDict or a Counter), got "
+            f"{type(ordered_dict).__name__}"
+        )
     counts = OrderedDict(ordered_dict)
     for token in specials:
         counts.pop(token, None)
@@ -286,10 +316,18 @@ def build_vocab_from_iterator(
     3. tokens rarer than ``min_freq`` are dropped (specials never are);
     4. specials go first, in the given order (last if ``special_first=False``).
     """
+    specials = _check_specials(specials)
+    if isinstance(iterator, str) or not hasattr(iterator, "__iter__"):
+        raise TypeError(
+            f"iterator must yield lists of tokens (one list per line), got {type(iterator).__name__}: e.g. "
+            "(tokenizer(line) for line in lines)"
+        )
+    for name, value in (("min_freq", min_freq), ("max_tokens", max_tokens)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise TypeError(f"{name} must be an int, got {value!r}")
     counter: Counter = Counter()
     for tokens in iterator:
         counter.update(tokens)
-    specials = list(specials or [])
     by_frequency = sorted(counter.items(), key=lambda item: (-item[1], item[0]))
     if max_tokens is not None:
         if len(specials) >= max_tokens:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 
 import torch
 
+from mllm_utils._validate import check_bool, check_callable, check_device, check_int, describe
 from mllm_utils.runtime import progress
 
 
@@ -31,6 +32,12 @@ class Batches:
     """
 
     def __init__(self, X: torch.Tensor, Y: torch.Tensor, batch_size: int, shuffle: bool = True, seed: int = 0):
+        for name, t in (("X", X), ("Y", Y)):
+            if not isinstance(t, torch.Tensor) or t.ndim == 0:
+                raise TypeError(f"{name} must be a tensor with one row per sample, got {describe(t)}")
+        check_int("batch_size", batch_size)
+        check_bool("shuffle", shuffle)
+        check_int("seed", seed, 0)
         if len(X) != len(Y):
             raise ValueError(f"X and Y must have the same number of rows, got {len(X)} and {len(Y)}")
         if len(X) == 0:
@@ -60,9 +67,21 @@ def _batch_loss(model, loss_fn, forward, X, Y, device):
     return loss_fn(logits, Y)
 
 
+def _check_loop(model, loss_fn, batches, name: str, device, forward) -> None:
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {describe(model)}")
+    check_callable("loss_fn", loss_fn, hint="e.g. nn.CrossEntropyLoss()")
+    if isinstance(batches, (torch.Tensor, str)) or not hasattr(batches, "__iter__"):
+        raise TypeError(f"{name} must be an iterable of (X, Y) batches (a DataLoader, Batches, a list), "
+                        f"got {describe(batches)}")  # fmt: skip
+    check_device("device", device)
+    check_callable("forward", forward, none_ok=True, hint="e.g. lambda model, X: model(X)[0]")
+
+
 @torch.no_grad()
 def evaluate(model, loss_fn, batches: Iterable, device="cpu", forward: Callable | None = None) -> float:
     """Mean loss over ``batches`` (weighted by batch size), in eval mode and without gradients."""
+    _check_loop(model, loss_fn, batches, "batches", device, forward)
     forward = forward or (lambda m, X: m(X))
     was_training = model.training
     model.eval()
@@ -95,8 +114,17 @@ def train(
     "step": [...]}``: the mean training and validation loss per epoch, and the
     loss of every step.
     """
+    check_int("epochs", epochs)
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1, got {epochs}")
+    _check_loop(model, loss_fn, train_batches, "train_batches", device, forward)
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"optimizer must be a torch.optim.Optimizer, e.g. torch.optim.Adam(model.parameters()), "
+                        f"got {describe(optimizer)}")  # fmt: skip
+    if val_batches is not None and (isinstance(val_batches, torch.Tensor) or not hasattr(val_batches, "__iter__")):
+        raise TypeError(f"val_batches must be an iterable of (X, Y) batches or None, got {describe(val_batches)}")
+    if scheduler is not None and not callable(getattr(scheduler, "step", None)):
+        raise TypeError(f"scheduler must have a step() method (a torch.optim.lr_scheduler), got {describe(scheduler)}")
     forward = forward or (lambda m, X: m(X))
     model.to(device)
     history = {"train": [], "val": [], "step": []}
@@ -128,6 +156,8 @@ def train(
 
 def plot_losses(history: dict, title: str = "Loss", ax=None):
     """Plot a :func:`train` history: per-step loss (faint), per-epoch train and validation loss."""
+    if not isinstance(history, dict):
+        raise TypeError(f"history must be the dict train() returned, got {describe(history)}")
     import matplotlib.pyplot as plt
 
     if ax is None:

@@ -18,23 +18,35 @@ that tests and ``benchmarks/bench_kv_cache.py`` can use it:
 Feeding one new token with the cache costs one token's work instead of
 re-reading the whole prefix.
 
-Checkpoints reuse :mod:`mllm_utils.charlm` (atomic ``torch.save``, ``weights_only``
-loads); a transformer checkpoint is told apart by its ``"architecture"`` entry.
+Checkpoints use :mod:`mllm_utils.checkpoints` (atomic ``torch.save``, ``weights_only``
+loads), like the LSTM's; a transformer checkpoint is told apart by its ``"architecture"``
+entry. The data comes from :mod:`mllm_utils.chardata`, the training step, schedule and
+evaluation from :mod:`mllm_utils.chartrain` (shared with the LSTM).
 
 Introduced in notebook 10.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from mllm_utils import charlm
+from mllm_utils._validate import check_bool, check_ids, check_int, check_number, check_path, describe
 from mllm_utils.attention import MultiHeadAttention
+from mllm_utils.chardata import batches as window_batches
+from mllm_utils.chartrain import POST_SEQ_LEN, check_batches_fit, check_run, evaluate, lr_at, train_step
+from mllm_utils.checkpoints import (
+    TRANSFORMER,
+    build_model,
+    check_model_checkpoint,
+    load_checkpoint,
+    new_checkpoint,
+    save_checkpoint,
+    weights_of,
+)
 from mllm_utils.runtime import progress
 
 __all__ = [
@@ -48,7 +60,8 @@ __all__ = [
     "train",
 ]
 
-ARCHITECTURE = "decoder-only-transformer"
+ARCHITECTURE = TRANSFORMER  # "decoder-only-transformer"
+HISTORY_KEYS = ("step", "val", "val_step", "token_steps", "seconds")
 SHIPPED_CHECKPOINT = "war_and_peace_transformer.pt"
 
 
@@ -62,6 +75,9 @@ class FeedForward(nn.Module):
 
     def __init__(self, embed_dim: int, hidden_dim: int, dropout: float = 0.0):
         super().__init__()
+        check_int("embed_dim", embed_dim, 1)
+        check_int("hidden_dim", hidden_dim, 1)
+        _check_dropout(dropout)
         self.fc1 = nn.Linear(embed_dim, hidden_dim)
         self.fc2 = nn.Linear(hidden_dim, embed_dim)
         self.dropout = nn.Dropout(dropout)
@@ -82,6 +98,10 @@ class Block(nn.Module):
 
     def __init__(self, embed_dim: int, num_heads: int, ff_dim: int, dropout: float = 0.0):
         super().__init__()
+        check_int("embed_dim", embed_dim, 1)
+        check_int("num_heads", num_heads, 1)
+        check_int("ff_dim", ff_dim, 1)
+        _check_dropout(dropout)
         self.ln1 = nn.LayerNorm(embed_dim)
         self.attn = MultiHeadAttention(embed_dim, num_heads, bias=False)
         self.drop = nn.Dropout(dropout)
@@ -124,13 +144,12 @@ class TransformerLM(nn.Module):
         dropout: float = 0.0,
     ):
         super().__init__()
+        check_int("embed_dim", embed_dim, 1)
         ff_dim = 4 * embed_dim if ff_dim is None else ff_dim
-        for name, value in (("vocab_size", vocab_size), ("num_layers", num_layers),
+        for name, value in (("vocab_size", vocab_size), ("num_heads", num_heads), ("num_layers", num_layers),
                             ("context_len", context_len), ("ff_dim", ff_dim)):  # fmt: skip
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+            check_int(name, value, 1)
+        _check_dropout(dropout)
         self.config = {
             "vocab_size": vocab_size, "embed_dim": embed_dim, "num_heads": num_heads,
             "num_layers": num_layers, "context_len": context_len, "ff_dim": ff_dim, "dropout": dropout,
@@ -150,6 +169,7 @@ class TransformerLM(nn.Module):
         ``need_weights=True`` also returns the attention weights of every block,
         a list of ``(B, num_heads, T, cached_len + T)`` tensors, as a third item.
         """
+        check_bool("need_weights", need_weights)
         B, T = self._check_input(x)
         past = self._check_state(state, B, x.device)
         start = 0 if past is None else past[0][0].shape[2]
@@ -175,19 +195,15 @@ class TransformerLM(nn.Module):
         if not isinstance(x, torch.Tensor) or x.ndim != 2:
             got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(
-                f"TransformerLM expects token ids of shape (batch, seq_len), got {got}; "
+                f"TransformerLM expects x: token ids of shape (batch, seq_len), got {got}; "
                 "for one sequence of shape (seq_len,) pass x.unsqueeze(0)"
             )
         if x.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8):
-            raise TypeError(f"TransformerLM expects integer token ids, got dtype {x.dtype}")
-        if x.shape[1] == 0:
-            raise ValueError("TransformerLM got an empty sequence (seq_len 0): feed at least one token")
+            raise TypeError(f"TransformerLM expects x: integer token ids, got dtype {x.dtype}")
+        if x.shape[1] == 0 or x.shape[0] == 0:
+            raise ValueError(f"TransformerLM got an empty input x of shape {tuple(x.shape)}: feed at least one token")
         vocab_size = self.config["vocab_size"]
-        if x.numel() and (int(x.min()) < 0 or int(x.max()) >= vocab_size):
-            raise ValueError(
-                f"token ids must lie in [0, {vocab_size}) for this model's vocabulary, got values "
-                f"from {int(x.min())} to {int(x.max())}"
-            )
+        check_ids("x", x, vocab_size, hint=f"token ids must lie in [0, {vocab_size}) for this model's vocabulary")
         return x.shape[0], x.shape[1]
 
     def _check_state(self, state, B: int, device):
@@ -206,6 +222,10 @@ class TransformerLM(nn.Module):
         return state  # the attention module checks each pair's shapes
 
 
+def _check_dropout(dropout) -> None:
+    check_number("dropout", dropout, 0, 1, high_open=True, hint="the probability of zeroing an activation")
+
+
 def _init_weights(module: nn.Module) -> None:
     """Small normal initial weights (std 0.02, as in GPT-2): keeps early logits near uniform."""
     if isinstance(module, (nn.Linear, nn.Embedding)):
@@ -220,36 +240,32 @@ def shipped_checkpoint_path() -> Path:
 
 
 def save_model(checkpoint: dict, path) -> None:
-    """Mark a checkpoint dict (from :func:`mllm_utils.charlm.train`) as a transformer's; save atomically.
+    """Mark a checkpoint dict (from :func:`train`) as a transformer's; save it atomically.
 
-    The dict must hold state dicts and plain data only. Introduced in notebook 10.
+    The dict must hold state dicts and plain data only, and a model whose
+    output size equals its vocabulary's length. Introduced in notebook 10.
     """
+    if not isinstance(checkpoint, dict):
+        raise TypeError(f"checkpoint must be the dict transformer.train returned, got {describe(checkpoint)}")
     if "model_config" not in checkpoint or "model" not in checkpoint:
-        raise ValueError("save_model expects a checkpoint dict with 'model_config' and 'model' (from charlm.train)")
-    charlm.save_checkpoint({**checkpoint, "architecture": ARCHITECTURE}, path)
+        raise ValueError("save_model expects a checkpoint dict with 'model_config' and 'model' (from train)")
+    if "num_heads" not in checkpoint["model_config"]:
+        raise ValueError("save_model got an LSTM's checkpoint (its model_config has no num_heads): save it with "
+                         "checkpoints.save_checkpoint")  # fmt: skip
+    save_checkpoint({**checkpoint, "architecture": ARCHITECTURE}, check_path("path", path))
 
 
 def load_model(path=None, map_location="cpu"):
     """``(model, itos, checkpoint)`` from a transformer checkpoint; the shipped one when ``path`` is None.
 
-    Loaded with ``weights_only=True`` (through :func:`mllm_utils.charlm.load_checkpoint`);
-    the model comes back in eval mode. Introduced in notebook 10.
+    Loaded with ``weights_only=True`` (through :func:`mllm_utils.checkpoints.load_checkpoint`);
+    the model comes back in eval mode. An LSTM checkpoint, or one whose parts
+    do not fit together, is refused with a :class:`~mllm_utils.checkpoints.CheckpointError`.
+    Introduced in notebook 10.
     """
     path = shipped_checkpoint_path() if path is None else path
-    checkpoint = charlm.load_checkpoint(path, map_location)
-    # charlm.train writes the per-epoch files without the mark: its config names the heads.
-    architecture = checkpoint.get("architecture") or (
-        ARCHITECTURE if "num_heads" in checkpoint.get("model_config", {}) else None
-    )
-    if architecture != ARCHITECTURE:
-        raise ValueError(
-            f"{path} is not a transformer checkpoint (architecture {architecture!r}): "
-            "load LSTM checkpoints with mllm_utils.charlm.load_model"
-        )
-    model = TransformerLM(**checkpoint["model_config"])
-    model.load_state_dict(checkpoint["model"])
-    model.eval()
-    return model, checkpoint["itos"], checkpoint
+    checkpoint = check_model_checkpoint(load_checkpoint(path, map_location), ARCHITECTURE, path)
+    return build_model(TransformerLM, checkpoint, path), checkpoint["itos"], checkpoint
 
 
 def train(
@@ -276,72 +292,64 @@ def train(
     longer than the whole run: the windows (``seq_len``, default the model's
     ``context_len``) are cut at a random offset and shuffled; when a pass ends
     the next one starts from a new offset and order, until ``steps`` batches.
-    Adam with warm-up and cosine decay (:func:`mllm_utils.charlm.lr_at`), gradient-norm clipping, validation with
-    :func:`mllm_utils.charlm.evaluate` (the 07 protocol: 64-character windows) on
+    Adam with warm-up and cosine decay (:func:`mllm_utils.chartrain.lr_at`), gradient-norm clipping (one
+    :func:`mllm_utils.chartrain.train_step` per batch, as the LSTM), validation with
+    :func:`mllm_utils.chartrain.evaluate` (the 07 protocol: 64-character windows) on
     the first ``eval_tokens`` validation characters (``None``: all of them).
     Returns the checkpoint dict (``"history"`` holds the losses).
     Introduced in notebook 10.
     """
+    if not isinstance(model, TransformerLM):
+        raise TypeError(f"model must be a TransformerLM (for a CharLSTM use charlstm.train), got {describe(model)}")
+    checkpoint_path = check_path("checkpoint_path", checkpoint_path, none_ok=True)
+    check_int("steps", steps, 1, hint="the number of training batches")
+    check_int("seq_len", seq_len, 1, model.context_len, none_ok=True, hint="at most the model's context_len")
     seq_len = model.context_len if seq_len is None else seq_len
-    if not 1 <= seq_len <= model.context_len:
-        raise ValueError(f"seq_len must be between 1 and the model's context_len={model.context_len}, got {seq_len}")
+    check_int("eval_every", eval_every, 1, hint="validate every this many steps")
+    check_run(model, train_data, val_data, itos, batch_size=batch_size, seq_len=seq_len, lr=lr, lr_min=lr_min,
+              warmup=warmup, clip=clip, seed=seed, log=log)  # fmt: skip
+    val_seq_len = min(POST_SEQ_LEN, model.context_len)
+    check_int("eval_tokens", eval_tokens, val_seq_len, none_ok=True,
+              hint=f"the validation characters to score; one window needs {val_seq_len}")  # fmt: skip
+    if len(val_data) < val_seq_len + 1:
+        raise ValueError(f"val_data has {len(val_data)} tokens, too few for one validation window of {val_seq_len}")
+    check_batches_fit(train_data, batch_size, seq_len)
     device = next(model.parameters()).device  # the data stays on the CPU; each batch moves
-    val_seq_len = min(charlm.POST_SEQ_LEN, model.context_len)
     gen = torch.Generator().manual_seed(seed)
-    if len(charlm.windows(train_data, seq_len, offset=seq_len - 1)[0]) < batch_size:
-        raise ValueError(
-            f"the training text ({len(train_data)} tokens) is too short for one batch of {batch_size} "
-            f"windows of {seq_len}: use a smaller batch_size or seq_len"
-        )
 
     def endless_batches():  # pass after pass, each from a new random offset and order
         while True:
             offset = int(torch.randint(seq_len, (1,), generator=gen))
-            yield from charlm.batches(train_data, batch_size, seq_len, generator=gen, offset=offset,
-                                      drop_last=True)  # fmt: skip
+            yield from window_batches(train_data, batch_size, seq_len, generator=gen, offset=offset, drop_last=True)
 
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    checkpoint = {
-        "format": charlm.CHECKPOINT_FORMAT, "architecture": ARCHITECTURE,
-        "model_config": dict(model.config), "itos": list(itos),
-        "train_config": {"steps": steps, "batch_size": batch_size, "seq_len": seq_len, "lr": lr,
-                         "lr_min": lr_min, "warmup": warmup, "clip": clip, "seed": seed,
-                         "eval_tokens": eval_tokens, "val_seq_len": val_seq_len},
-        "step": 0, "token_steps": 0, "train_seconds": 0.0,
-        "history": {"step": [], "val": [], "val_step": [], "token_steps": [], "seconds": []},
-    }  # fmt: skip
+    config = {"steps": steps, "batch_size": batch_size, "seq_len": seq_len, "lr": lr, "lr_min": lr_min,
+              "warmup": warmup, "clip": clip, "seed": seed, "eval_tokens": eval_tokens, "val_seq_len": val_seq_len}
+    checkpoint = new_checkpoint(model, itos, config, HISTORY_KEYS, ARCHITECTURE)
     history = checkpoint["history"]
     model.train()
     started = time.perf_counter()
     batches = endless_batches()
     for step in progress(range(1, steps + 1), desc="training"):
         X, Y = (t.to(device) for t in next(batches))
-        for group in optimizer.param_groups:
-            group["lr"] = charlm.lr_at(step - 1, steps, lr, lr_min, warmup)
-        logits, _ = model(X)
-        loss = nn.functional.cross_entropy(logits.flatten(0, 1), Y.flatten())
-        if not math.isfinite(loss.item()):
-            raise FloatingPointError(f"the loss became {loss.item()} at step {step}: lower the learning rate")
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), clip)
-        optimizer.step()
+        loss, _ = train_step(model, optimizer, X, Y, lr_at(step - 1, steps, lr, lr_min, warmup), clip,
+                             where=f" at step {step}")  # fmt: skip
         checkpoint["step"], checkpoint["token_steps"] = step, checkpoint["token_steps"] + Y.numel()
-        history["step"].append(round(loss.item(), 4))
+        history["step"].append(round(loss, 4))
         if step % eval_every == 0 or step == steps:
-            val = charlm.evaluate(model, val_data, val_seq_len, max_tokens=eval_tokens, device=device)
+            val = evaluate(model, val_data, val_seq_len, max_tokens=eval_tokens, device=device)
             model.train()
             checkpoint["train_seconds"] = time.perf_counter() - started
             for key, value in (("val", val), ("val_step", step), ("token_steps", checkpoint["token_steps"]),
                                ("seconds", checkpoint["train_seconds"])):  # fmt: skip
                 history[key].append(value)
-            log(f"step {step}: train {loss.item():.4f}, validation {val:.4f} nats/char, "
+            log(f"step {step}: train {loss:.4f}, validation {val:.4f} nats/char, "
                 f"{checkpoint['token_steps']:,} token-steps, {checkpoint['train_seconds']:.0f} s")  # fmt: skip
             if checkpoint_path is not None:
-                checkpoint["model"] = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+                checkpoint["model"] = weights_of(model)
                 checkpoint["optimizer"] = optimizer.state_dict()
                 save_model(checkpoint, checkpoint_path)
     model.eval()
-    checkpoint["model"] = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+    checkpoint["model"] = weights_of(model)
     checkpoint["optimizer"] = optimizer.state_dict()
     return checkpoint

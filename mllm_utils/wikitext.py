@@ -31,6 +31,8 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
+from mllm_utils._validate import check_bool, check_choice, check_number, check_path, describe
+
 __all__ = [
     "ENV_VAR",
     "LINE_COUNTS",
@@ -138,6 +140,27 @@ def _unzip(zip_path: Path, cache: Path, line_counts: dict) -> Path:
     return folder
 
 
+def _check_download_args(folder, urls, md5, cache_dir, line_counts, splits, timeout) -> None:
+    check_path("folder", folder, none_ok=True)
+    check_path("cache_dir", cache_dir, none_ok=True)
+    for name, value in (("urls", urls), ("splits", splits)):
+        if isinstance(value, str):
+            raise TypeError(f"{name} must be a list of strings, got the string {value!r}: write {name}=[{value!r}]")
+        if not isinstance(value, (list, tuple)) or not value or not all(isinstance(v, str) for v in value):
+            raise TypeError(f"{name} must be a non-empty list of strings, got {describe(value)}")
+    for split in splits:
+        check_choice("each split", split, SPLITS)
+    if not isinstance(md5, str) or len(md5) != 32 or any(c not in "0123456789abcdef" for c in md5.lower()):
+        raise ValueError(f"md5 must be 32 hexadecimal digits, got {describe(md5)}")
+    if line_counts is not None and not (
+        isinstance(line_counts, dict) and all(isinstance(line_counts.get(s), int) for s in splits)
+    ):
+        raise TypeError(
+            f"line_counts must map every split in {list(splits)} to its line count, got {describe(line_counts)}"
+        )
+    check_number("timeout", timeout, 0, low_open=True, hint="seconds to wait for the server")
+
+
 def wikitext2_dir(
     folder: str | os.PathLike | None = None,
     *,
@@ -158,6 +181,7 @@ def wikitext2_dir(
     ``splits`` you ask for (``wikitext2`` asks for one). Raises
     :class:`WikiTextError` with what went wrong and what to do.
     """
+    _check_download_args(folder, urls, md5, cache_dir, line_counts, splits, timeout)
     import pooch
 
     line_counts = LINE_COUNTS if line_counts is None else line_counts
@@ -190,8 +214,7 @@ def wikitext2(split: str = "train", folder: str | os.PathLike | None = None, **d
     (``" \\n"``) and title (``" = Title = \\n"``) lines. ``folder`` and the
     keyword arguments go to :func:`wikitext2_dir`.
     """
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    check_choice("split", split, SPLITS)
     path = wikitext2_dir(folder, splits=[split], **download) / f"wiki.{split}.tokens"
     with open(path, encoding="utf-8") as f:
         return list(f)
@@ -228,6 +251,8 @@ def wikitext2_or_excerpt(split: str = "train", quick: bool = False, **kwargs) ->
     downloaded, this returns the shipped excerpt instead, and prints one line
     saying so (and why). ``kwargs`` go to :func:`wikitext2`.
     """
+    check_choice("split", split, SPLITS)
+    check_bool("quick", quick)
     if quick:
         lines = wikitext2_excerpt()
         print(f"Quick size: using {_excerpt_note(lines)} instead of the {split} split.")

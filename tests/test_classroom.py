@@ -131,7 +131,7 @@ def test_blank_scores_zero_and_breaks_only_exercise_cells(graded_class, stem):
     result = graded_class["blank", stem]
     assert result.status == "graded", result.status
     assert result.points and sum(result.points.values()) == 0, result.points
-    lesson_errors = [note for note in result.notes if note.startswith("cell ")]
+    lesson_errors = [note for note in result.notes if note.startswith("lesson code")]
     assert not lesson_errors, f"a blank submission broke lesson cells: {lesson_errors}"
 
 
@@ -149,7 +149,7 @@ def test_each_wrong_answer_scores_below_full(graded_class, stem):
     assert result.status == "graded", result.status
     for name, full in max_points(stem).items():
         assert result.points[name] < full, f"{stem} {name}: the wrong answer got full points ({result.notes})"
-    assert not [note for note in result.notes if note.startswith("cell ")], result.notes
+    assert not [note for note in result.notes if note.startswith("lesson code")], result.notes
 
 
 # ---------------------------------------------------------------- the sample class, through the command line
@@ -180,14 +180,15 @@ def test_sample_class_csv(sample_grades):
         assert [ben[n] for n in full] == ["0"] * len(full) and ben["score"] == "0"
         assert all(float(cy[n]) < p for n, p in full.items()), cy
         assert rows["fay", stem]["status"] == "missing" and rows["fay", stem]["score"] == "0"
-    assert rows["dee", first]["status"].startswith("not a notebook (invalid JSON")
+    assert rows["dee", first]["status"].startswith("not a notebook (invalid JSON, line ")
     dee = rows["dee", second]
     assert dee["status"] == "graded" and dee["score"] == f"{sum(max_points(second).values()):g}"
     assert "ex1-check was missing and was restored" in dee["notes"]
     eve = rows["eve", first]
     assert eve["ex1"] == "0" and eve["score"] == f"{sum(max_points(first).values()) - max_points(first)['ex1']:g}"
-    assert "ran past 20 s" in eve["notes"]
-    assert rows["eve", second]["score"] == "0" and "RuntimeError: nothing works" in rows["eve", second]["notes"]
+    assert eve["notes"].startswith("ex1-solution: ran past 20 s and was stopped"), eve["notes"]
+    assert rows["eve", second]["score"] == "0"
+    assert rows["eve", second]["notes"].startswith("lesson code raised in cell 2: RuntimeError: nothing works (and ")
 
 
 def test_sample_class_totals_and_feedback(sample_grades):

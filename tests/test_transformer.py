@@ -5,7 +5,7 @@ import pickle
 import pytest
 import torch
 
-from mllm_utils import charlm
+from mllm_utils import chardata, charlstm, checkpoints
 from mllm_utils.sampling import generate, generate_refeed
 from mllm_utils.transformer import TransformerLM, load_model, save_model, shipped_checkpoint_path, train
 
@@ -136,30 +136,30 @@ def test_train_lowers_the_loss_and_checkpoints(tmp_path):
     model = TransformerLM(V, embed_dim=16, num_heads=2, num_layers=1, context_len=16)
     path = tmp_path / "t.pt"
     logs = []
-    ck = train(model, text, text[:300], [charlm.UNK, *"abcdefghij"], path, steps=40, batch_size=8,
+    ck = train(model, text, text[:300], [chardata.UNK, *"abcdefghij"], path, steps=40, batch_size=8,
                lr=1e-2, warmup=5, eval_every=20, eval_tokens=None, log=logs.append)  # fmt: skip
     assert len(logs) == 2 and ck["token_steps"] == 40 * 8 * 16
     assert ck["history"]["val"][-1] < 0.5 < ck["history"]["step"][0]
     loaded, itos, checkpoint = load_model(path)
-    assert itos[0] == charlm.UNK and checkpoint["step"] == 40
+    assert itos[0] == chardata.UNK and checkpoint["step"] == 40
     x = text[:16][None]
     torch.testing.assert_close(loaded(x)[0], model.eval()(x)[0])
     with pytest.raises(ValueError, match="too short for one batch"):
-        train(model, text[:100], text[:100], ["<unk>"] * V, steps=50, batch_size=8, log=logs.append)
+        train(model, text[:100], text[:100], [chardata.UNK, *"abcdefghij"], steps=50, batch_size=8, log=logs.append)
 
 
 def test_save_model_writes_a_safe_checkpoint_and_refuses_an_lstm_one(tmp_path):
     model = small_model()
-    checkpoint = {"format": charlm.CHECKPOINT_FORMAT, "model_config": model.config,
-                  "model": model.state_dict(), "itos": ["<unk>"] * V}  # fmt: skip
+    checkpoint = {"format": checkpoints.CHECKPOINT_FORMAT, "model_config": model.config,
+                  "model": model.state_dict(), "itos": [chardata.UNK, *"abcdefghij"]}  # fmt: skip
     save_model(checkpoint, tmp_path / "m.pt")
     assert not list(tmp_path.glob(".*tmp"))  # the temporary file was renamed
     loaded, _, _ = load_model(tmp_path / "m.pt")
     assert loaded.config == model.config
-    lstm = charlm.CharLSTM(V, 4, 8, 1)
-    charlm.save_checkpoint({**checkpoint, "model_config": lstm.config, "model": lstm.state_dict()},
+    lstm = charlstm.CharLSTM(V, 4, 8, 1)
+    checkpoints.save_checkpoint({**checkpoint, "model_config": lstm.config, "model": lstm.state_dict()},
                            tmp_path / "lstm.pt")  # fmt: skip
-    with pytest.raises(ValueError, match="not a transformer checkpoint"):
+    with pytest.raises(checkpoints.CheckpointError, match="not a transformer checkpoint: it holds an LSTM"):
         load_model(tmp_path / "lstm.pt")
     with pytest.raises(ValueError, match="model_config"):
         save_model({"model": {}}, tmp_path / "x.pt")
@@ -167,7 +167,7 @@ def test_save_model_writes_a_safe_checkpoint_and_refuses_an_lstm_one(tmp_path):
 
 def test_loading_a_pickled_object_is_refused(tmp_path):
     path = tmp_path / "evil.pt"
-    torch.save({"format": charlm.CHECKPOINT_FORMAT, "obj": pickle.PicklingError("x")}, path)
+    torch.save({"format": checkpoints.CHECKPOINT_FORMAT, "obj": pickle.PicklingError("x")}, path)
     with pytest.raises(pickle.UnpicklingError):
         load_model(path)
 
@@ -175,10 +175,10 @@ def test_loading_a_pickled_object_is_refused(tmp_path):
 @pytest.mark.skipif(not shipped_checkpoint_path().is_file(), reason="no shipped checkpoint yet")
 def test_shipped_checkpoint_loads_and_has_a_model_card():
     model, itos, checkpoint = load_model()
-    itos_novel, _, _ = charlm.prepare(itos=itos, text="Natasha smiled.")
+    itos_novel, _, _ = chardata.prepare(itos=itos, text="Natasha smiled.")
     assert itos == itos_novel
     assert checkpoint["token_steps"] > 0 and "optimizer" not in checkpoint
     card = shipped_checkpoint_path().with_suffix(".md")
     assert card.is_file() and f"{checkpoint['token_steps']:,}" in card.read_text(encoding="utf-8")
-    logits, _ = model(charlm.encode(charlm.tokenize("Prince Andrew"), itos)[None])
+    logits, _ = model(chardata.encode(chardata.tokenize("Prince Andrew"), itos)[None])
     assert logits.shape == (1, 13, len(itos))
