@@ -13,7 +13,15 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tools.notebooks import ROOT, header_problems, notebook_paths, repository_url
+from tools.notebooks import (
+    ROOT,
+    WIDGET_VIEW,
+    header_problems,
+    notebook_paths,
+    repository_url,
+    stable_widget_id,
+    widget_ids,
+)
 
 NOTEBOOKS = notebook_paths()
 MAX_OUTPUT_BYTES = 2_000_000  # per notebook, images included
@@ -51,7 +59,6 @@ def test_conventions(path):
     nbformat.validate(nb)
     assert re.fullmatch(r"\d\d[a-z]?_[a-z0-9_]+\.ipynb", path.name), "name: NN_topic.ipynb"
     assert nb.metadata.get("kernelspec", {}).get("name") == "python3", "kernelspec must be python3"
-    assert "widgets" not in nb.metadata, "saved widget state: re-run with tools/notebooks.py"
     first = nb.cells[0]
     assert first.cell_type == "markdown" and first.source.startswith(f"# {path.name[:3].strip('_')}"), (
         "the first cell is the title, '# NN · Title'"
@@ -171,3 +178,24 @@ def test_header_command_agrees_with_pyproject():
     assert url.startswith("https://github.com/") and url.count("/") == 4, url
     for path in NOTEBOOKS:
         assert url in Path(path).read_text(encoding="utf-8"), f"{path.name} does not use {url}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids(NOTEBOOKS))
+def test_widgets_show_before_running(path):
+    """Every displayed widget has its saved state, so a reader sees a control, not its repr."""
+    nb = nbformat.read(path, as_version=4)
+    shown = [
+        o["data"][WIDGET_VIEW]["model_id"]
+        for c in code_cells(nb)
+        for o in c.outputs
+        if WIDGET_VIEW in o.get("data", {})
+    ]
+    saved = widget_ids(nb)
+    missing = sorted(set(shown) - set(saved))
+    assert not missing, f"widgets shown without saved state: {missing} (re-run with tools/notebooks.py)"
+    assert set(saved) == {stable_widget_id(path.stem, n) for n in range(len(saved))}, (
+        "widget ids are not the stable ones: re-run with tools/notebooks.py"
+    )
+    if shown:
+        assert nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["version_major"] == 2
+

@@ -12,7 +12,10 @@ badge or setup cell differs from what ``headers`` writes.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -128,9 +131,50 @@ def write_headers(check: bool, paths: list[Path]) -> int:
     return 1 if bad else 0
 
 
-def normalise(nb) -> None:
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def widget_ids(nb) -> list[str]:
+    """Model ids of the saved widget state, in the order the kernel created them."""
+    return list(nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {}))
+
+
+def stable_widget_id(stem: str, n: int) -> str:
+    """The n-th widget's id in a committed notebook: the same on every run, unique in the notebook."""
+    return hashlib.md5(f"{stem}:widget:{n}".encode()).hexdigest()
+
+
+def renumber_widgets(nb, stem: str) -> None:
+    """Replace the kernel's random widget ids (uuid4) by stable ones, in the state and the outputs.
+
+    The saved state is what lets JupyterLab, nbviewer and GitHub draw each widget as a control
+    before the notebook runs (without it they show the repr, ``VBox(children=...``); random ids
+    would change every committed notebook on every run.
+    """
+    ids = widget_ids(nb)
+    if not ids:
+        nb.metadata.pop("widgets", None)
+        return
+    stable = [stable_widget_id(stem, n) for n in range(len(ids))]
+    if set(ids) == set(stable):  # already renumbered (nbformat saves the state sorted by id)
+        return
+    mapping = dict(zip(ids, stable, strict=True))
+    pattern = re.compile("|".join(map(re.escape, mapping)))
+
+    def rename(obj):
+        # Ids appear as keys of the state, in "IPY_MODEL_<id>" references and in view outputs.
+        return json.loads(pattern.sub(lambda m: mapping[m.group(0)], json.dumps(obj)))
+
+    nb.metadata["widgets"] = rename(nb.metadata["widgets"])
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [nbformat.from_dict(o) for o in rename(cell.outputs)]
+
+
+def normalise(nb, stem: str) -> None:
     """Strip what differs between machines and runs but is not the lesson."""
-    nb.metadata.pop("widgets", None)
+    renumber_widgets(nb, stem)
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     nb.metadata["language_info"] = {"name": "python"}
     for cell in nb.cells:
@@ -139,7 +183,7 @@ def normalise(nb) -> None:
 
 
 def save(nb, path: Path) -> None:
-    normalise(nb)
+    normalise(nb, path.stem)
     tmp = path.with_suffix(".ipynb.tmp")
     nbformat.write(nb, tmp)
     os.replace(tmp, path)
