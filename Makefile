@@ -12,7 +12,8 @@ GRADES ?= grades
 # The environment of the committed outputs (quick size, no progress bars, AVX2 kernels) is RUN_ENV in
 # tools/notebooks.py; conftest.py applies it to every pytest run, so no target repeats it here.
 
-.PHONY: setup teach-setup lab test test-full lint notebooks headers benchmarks lock clean release grade
+.PHONY: setup teach-setup lab test test-all test-envs test-browser test-loaded test-full lint notebooks headers \
+	benchmarks lock clean release grade
 
 setup: $(VENV)/.installed
 
@@ -43,6 +44,21 @@ lab: setup  ## open the course in JupyterLab
 test: teach-setup  ## unit tests, every notebook under nbval (quick size), the classroom kit end to end, lint
 	$(TPY) -m pytest
 	$(TEACH_VENV)/bin/ruff check .
+
+# What CI runs (.ci/run): everything above, then the course in the other environments it promises,
+# in a real browser, and on a busy machine. Downloaded environments are cached outside the clone
+# (MLLM_ENV_CACHE, default ~/.cache/mllm-course/envs); screenshots go to MLLM_ARTIFACTS.
+test-all: test test-envs test-browser test-loaded  ## the full test command: `make test`, then the three below
+
+test-envs: teach-setup  ## Colab-shaped (Python 3.13, torch 2.11) and oldest (3.10, torch 2.4): nbval, unit tests
+	$(TPY) tools/environments.py test colab oldest
+
+test-browser: setup teach-setup  ## JupyterLab in headless Chromium: widgets drawn, run, and answering a click
+	bash tools/browser-setup.sh $(TEACH_VENV)
+	$(TPY) tools/browser_test.py
+
+test-loaded: teach-setup  ## every notebook under nbval while busy processes load every core
+	$(TPY) tools/under_load.py -- $(TPY) -m pytest -q notebooks/
 
 test-full: setup  ## run every notebook at the full size (slow; a GPU helps): errors only, outputs not compared
 	MLLM_QUICK=0 TQDM_DISABLE=1 $(PY) -m pytest --nbval-lax notebooks/
