@@ -3,6 +3,12 @@
     python tools/make_word_vectors.py --data-dir DIR --splits valid test \
         --min-freq 10 --keep 3000
 
+(the command that made the shipped files; ``DIR`` holds ``wiki.valid.tokens`` and
+``wiki.test.tokens``). ``--min-freq 10`` on these 443,248 tokens is the post's
+``min_freq`` of 50 on the 2.09 million tokens of the training split, scaled to the
+smaller corpus (50 x 0.443 / 2.09 = 10.6), so a word needs about the same share of the
+text to get its own vector.
+
 Reads WikiText-2 split files (``wiki.<split>.tokens``) from ``--data-dir`` (or
 downloads them with :func:`mllm_utils.wikitext.wikitext2` when it is not
 given), prepares them as notebook 02 does, trains the notebook's CBOW model
@@ -11,7 +17,9 @@ with the post's settings and writes, atomically:
 - ``vocab.json``: the kept words, most frequent first (index 0 is ``<unk>``);
 - ``embeddings.pt``: ``{"context": (N, D), "center": (N, D)}`` float16 tensors,
   rows in ``vocab.json`` order; load with ``torch.load(..., weights_only=True)``;
-- ``run.json``: settings, loss per epoch, time and machine (for the model card).
+- ``run.json``: settings, data sizes, the share of tokens that are ``<unk>``, loss per
+  epoch, the nearest neighbours of "king" in both embeddings (mean row removed, as in
+  the notebook), time and machine (for the model card).
 
 Introduced in notebook 02 (word vectors).
 """
@@ -57,6 +65,14 @@ def read_lines(data_dir: str | None, splits: list[str]) -> list[str]:
     return lines
 
 
+def neighbours(weight: torch.Tensor, itos: list[str], word: str, k: int = 10) -> list[list]:
+    """The ``k`` nearest words to ``word`` by cosine, after removing the mean row (the notebook's rule)."""
+    E = weight.float()
+    E = torch.nn.functional.normalize(E - E.mean(dim=0), dim=1)
+    values, indices = (E @ E[itos.index(word)]).topk(k + 1)
+    return [[itos[i], round(v, 4)] for i, v in zip(indices.tolist()[1:], values.tolist()[1:], strict=True)]
+
+
 def atomic_write(path: Path, write) -> None:
     tmp = path.with_name(path.name + ".tmp")
     write(tmp)
@@ -84,8 +100,11 @@ def main() -> None:
     start = time.perf_counter()
     paragraphs = wikitext_paragraphs(read_lines(args.data_dir, args.splits))
     vocab = build_vocab(paragraphs, min_freq=args.min_freq)
-    contexts, centers = cbow_pairs(encode_paragraphs(paragraphs, vocab), window=args.window)
-    print(f"{sum(map(len, paragraphs))} tokens, vocab {len(vocab)}, {len(centers)} samples")
+    encoded = encode_paragraphs(paragraphs, vocab)
+    contexts, centers = cbow_pairs(encoded, window=args.window)
+    unk_share = float((torch.cat(encoded) == 0).float().mean())  # WikiText's own <unk> and rare words
+    print(f"{sum(map(len, paragraphs))} tokens, vocab {len(vocab)}, {len(centers)} samples, "
+          f"{unk_share:.1%} <unk>")
 
     model = CBOW(len(vocab), args.embed_dim)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
@@ -106,13 +125,17 @@ def main() -> None:
     }
     atomic_write(out / "embeddings.pt", lambda p: torch.save(tensors, p))
     atomic_write(out / "vocab.json", lambda p: p.write_text(json.dumps(itos), encoding="utf-8"))
+    probe = "king" if "king" in itos else itos[1]
     run = {
         "data": {"splits": args.splits, "tokens": sum(map(len, paragraphs)),
-                 "paragraphs": len(paragraphs), "samples": len(centers)},
+                 "paragraphs": len(paragraphs), "samples": len(centers),
+                 "unk_share": round(unk_share, 4),
+                 "center_unk_share": round(float((centers == 0).float().mean()), 4)},
         "settings": {k: v for k, v in vars(args).items() if k not in ("data_dir", "out")},
         "vocab_size": len(vocab),
         "kept_words": keep,
         "loss_per_epoch": history["train"],
+        "neighbours": {probe: {name: neighbours(t, itos, probe) for name, t in tensors.items()}},
         "seconds": round(seconds, 1),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores, torch {torch.__version__}, "
                    f"{args.threads} threads",
