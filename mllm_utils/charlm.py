@@ -10,7 +10,7 @@ module gathers them:
 * :mod:`mllm_utils.chartrain`: schedule, training step, evaluation (shared with the transformer);
 * :mod:`mllm_utils.charlstm`: the LSTM, its training loop, the shipped checkpoint;
 * :mod:`mllm_utils.charcli`: the command line,
-  ``python -m mllm_utils.charlm {preprocess,train,predict,evaluate}``.
+  ``python -m mllm_utils.charcli {preprocess,train,predict,evaluate}`` (``-m mllm_utils.charlm`` too).
 
 Introduced in notebook 07 (War and Peace); notebook 10 reuses the data functions.
 """

@@ -26,6 +26,7 @@ def test_headers_are_inserted_then_rewritten_when_the_address_changes(tmp_path, 
     assert [c.metadata.get("tags") for c in nb.cells[1:3]] == [["colab-badge"], ["colab-setup"]]
     assert "colab.research.google.com/github/someone/course/blob/main/notebooks/99_test.ipynb" in nb.cells[1].source
     assert f'REPO_URL = "{url}"' in nb.cells[2].source
+    assert '"MLLM_COURSE_DIR", "/content/course")' in nb.cells[2].source
     assert "mllm_utils.start" in nb.cells[3].source
     assert notebooks.write_headers(check=True, paths=[path]) == 0
 
@@ -34,7 +35,7 @@ def test_headers_are_inserted_then_rewritten_when_the_address_changes(tmp_path, 
     assert notebooks.write_headers(check=False, paths=[path]) == 0
     nb = nbformat.read(path, as_version=4)
     assert len(nb.cells) == 4, "stale header cells are replaced, not duplicated"
-    assert "github/other/place/" in nb.cells[1].source and "REPO_DIR = \"/content/place\"" in nb.cells[2].source
+    assert "github/other/place/" in nb.cells[1].source and "\"/content/place\")" in nb.cells[2].source
 
 
 def test_setup_cell_does_nothing_outside_colab():

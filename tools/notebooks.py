@@ -69,6 +69,8 @@ def badge_source(path: Path, url: str) -> str:
 
 def setup_source(url: str) -> str:
     folder = url.rsplit("/", 1)[-1]
+    # Silent when it works: the cell's output is then the same in Colab and everywhere else, so the
+    # Colab-shaped test environment (tools/environments.py) compares it like every other cell.
     return f'''# Setup for Google Colab: fetch the course and install its package. Does nothing elsewhere.
 import sys
 
@@ -78,14 +80,14 @@ if "google.colab" in sys.modules:
     import subprocess
 
     REPO_URL = "{url}"
-    REPO_DIR = "/content/{folder}"
+    # Where the course is cloned (the tests point MLLM_COURSE_DIR at a local clone instead).
+    REPO_DIR = os.environ.get("MLLM_COURSE_DIR", "/content/{folder}")
     if not os.path.isdir(REPO_DIR):
-        subprocess.run(["git", "clone", "--depth", "1", REPO_URL, REPO_DIR], check=True)
-    setup = [f"{{REPO_DIR}}/colab_setup.sh", sys.executable]
-    result = subprocess.run(["bash", *setup], capture_output=True, text=True)
-    print(result.stdout)
+        subprocess.run(["git", "clone", "--quiet", "--depth", "1", REPO_URL, REPO_DIR], check=True)
+    setup = ["bash", f"{{REPO_DIR}}/colab_setup.sh", sys.executable]
+    result = subprocess.run(setup, capture_output=True, text=True)
     if result.returncode != 0:
-        raise RuntimeError(f"colab_setup.sh failed:\\n{{result.stderr}}")
+        raise RuntimeError(f"colab_setup.sh failed:\\n{{result.stdout}}{{result.stderr}}")
     importlib.invalidate_caches()'''
 
 
