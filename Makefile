@@ -38,7 +38,10 @@ $(TEACH_VENV)/.installed: requirements-lock.txt requirements-teach-lock.txt pypr
 # Jupyter refuses to run as root (containers, some cloud machines) unless told to.
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 
+# JupyterLab draws the widgets saved in a notebook (before any cell runs) only in a trusted notebook,
+# and a fresh clone's notebooks are not trusted yet: `jupyter trust` records them as the learner's own.
 lab: setup  ## open the course in JupyterLab
+	$(VENV)/bin/jupyter trust notebooks/*.ipynb >/dev/null
 	$(VENV)/bin/jupyter lab $(LAB_ARGS) notebooks/
 
 test: teach-setup  ## unit tests, every notebook under nbval (quick size), the classroom kit end to end, lint

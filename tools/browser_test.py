@@ -1,0 +1,297 @@
+"""Real-browser test of the course's widgets: JupyterLab driven by Debian's Chromium through Playwright.
+
+    python tools/browser_test.py [--untrusted] [--timeout SECONDS] [NOTEBOOK_NAME ...]
+
+For each notebook whose saved outputs hold a widget: open it in JupyterLab, check the widgets are drawn
+as controls from the notebook's saved widget state, run all cells, check every widget is a live control
+and no cell shows an error, use the first control once (type, slide or choose) and check the widget's
+output changes. Screenshots, the page's console log and JupyterLab's log go to $MLLM_ARTIFACTS/browser/
+(default artifacts/browser/). Setup: tools/browser-setup.sh VENV (Debian's chromium, pinned playwright).
+
+JupyterLab draws saved widgets only in a trusted notebook (the widget renderer is not "safe"), so the
+copies are trusted first, as `jupyter trust` does for a learner; --untrusted shows a fresh clone's view.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tools.notebooks import RUN_ENV  # noqa: E402  (the tests' quick-size environment)
+
+CHROMIUM = "/usr/bin/chromium"
+LAB_PYTHON_BIN = ROOT / ".venv" / "bin"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+# Headless, and quiet: on a closed network Chromium's own background connections are refused.
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+# Console errors that come from the course: widgets, their comms and models, kernel tracebacks.
+COURSE_ERROR = re.compile(r"widget|\bcomm\b|model|Traceback|kernel", re.IGNORECASE)
+# Noise that is not the course's: the offline Colab badge, a layout notice of Chromium's.
+BENIGN = re.compile(r"net::ERR_(NAME_NOT_RESOLVED|INTERNET_DISCONNECTED|CONNECTION_REFUSED)|ResizeObserver loop")
+# Lab settings: no news pop-up (it covers the page and asks the internet), every cell in the DOM.
+LAB_SETTINGS = {"@jupyterlab/apputils-extension/notification": {"fetchNews": "false"},
+                "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"}}
+
+# In the page: how each widget output of the open notebook is drawn (cell index, state, text).
+JS_WIDGET_OUTPUTS = """mime => window.jupyterapp.shell.currentWidget.content.widgets.flatMap((cell, i) =>
+  cell.model.type !== 'code' ? [] : cell.model.outputs.toJSON().flatMap((out, k) => {
+    if (!(out.data && out.data[mime])) return [];
+    const node = cell.outputArea.node.querySelectorAll(':scope > .jp-OutputArea-child')[k];
+    const text = node ? node.innerText : '';
+    const control = node && node.querySelector('.jupyter-widgets input, .jupyter-widgets select,'
+      + ' .jupyter-widgets textarea, .jupyter-widgets [role=slider]');
+    const state = !node ? 'missing' : /Loading widget/.test(text) ? 'loading'
+      : /Error displaying widget/.test(text) ? 'error' : control ? 'control' : 'text';
+    const live = !!node && !node.querySelector('.jupyter-widgets-disconnected');
+    return [{cell: i, state, live, text: text.slice(0, 120)}];
+  }))"""
+# In the page: the run's progress (code cells not yet run, error outputs, the kernel's status).
+JS_RUN_STATE = """() => { const nb = window.jupyterapp.shell.currentWidget;
+  const code = nb.content.widgets.filter(c => c.model.type === 'code' && c.model.sharedModel.getSource().trim());
+  const errors = code.flatMap((c, i) => c.model.outputs.toJSON().filter(o => o.output_type === 'error')
+    .map(o => `cell ${nb.content.widgets.indexOf(c)}: ${o.ename}: ${o.evalue}`));
+  const kernel = nb.sessionContext.session && nb.sessionContext.session.kernel;
+  return {pending: code.filter(c => c.model.executionCount === null).length, errors,
+          status: kernel ? kernel.status : 'none'}; }"""
+# In the page: the text and pictures a widget shows as its output (Output and HTML widgets inside it).
+JS_OUTPUT_SIGNATURE = """node => [...node.querySelectorAll('.widget-output, .widget-html-content')]
+  .map(e => e.innerText + [...e.querySelectorAll('img')].map(i => i.src.slice(-40)).join('')).join('\\n')"""
+
+
+def widget_cells(notebook: dict) -> list[int]:
+    """Indices of the code cells whose saved outputs display a widget."""
+    return [i for i, cell in enumerate(notebook.get("cells", []))
+            if any(WIDGET_MIME in out.get("data", {}) for out in cell.get("outputs", []))]
+
+
+def widget_notebooks(folder: Path) -> list[Path]:
+    """The notebooks of `folder` that display a widget, found from their JSON (none hard-coded)."""
+    return [p for p in sorted(folder.glob("*.ipynb")) if widget_cells(json.loads(p.read_text("utf-8")))]
+
+
+def course_errors(messages: list[tuple[str, str]]) -> list[str]:
+    """The (kind, text) messages that fail the test: page exceptions, and console errors from the course."""
+    return [text for kind, text in messages if not BENIGN.search(text)
+            and (kind == "pageerror" or (kind == "error" and COURSE_ERROR.search(text)))]
+
+
+def missing_tools() -> str | None:
+    """Why the browser test cannot run here, or None."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed: run tools/browser-setup.sh with this Python's venv"
+    if not Path(CHROMIUM).exists():
+        return f"{CHROMIUM} is missing: run tools/browser-setup.sh (as root: apt-get install -y chromium)"
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_lab(work: Path, port: int, token: str, log) -> subprocess.Popen:
+    """JupyterLab on the copies, with its own settings, data and config (nothing of the user's, no internet)."""
+    for name, values in LAB_SETTINGS.items():
+        path = work / "settings" / f"{name}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+    env = {**os.environ, **RUN_ENV, "JUPYTER_CONFIG_DIR": str(work / "config"),
+           "JUPYTER_DATA_DIR": str(work / "data"), "JUPYTERLAB_SETTINGS_DIR": str(work / "settings"),
+           "JUPYTERLAB_WORKSPACES_DIR": str(work / "workspaces"), "IPYTHONDIR": str(work / "ipython")}
+    cmd = [str(LAB_PYTHON_BIN / "jupyter"), "lab", "--no-browser", "--ip", "127.0.0.1", f"--port={port}",
+           f"--IdentityProvider.token={token}", "--allow-root", f"--ServerApp.root_dir={work / 'notebooks'}",
+           "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+           "--LabApp.extension_manager=readonly", "--LabApp.expose_app_in_browser=True"]
+    return subprocess.Popen(cmd, env=env, cwd=work, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def wait_for_lab(proc: subprocess.Popen, url: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"JupyterLab exited with {proc.returncode}; see jupyterlab.log")
+        try:
+            with urllib.request.urlopen(url, timeout=5):
+                return
+        except OSError:
+            time.sleep(1)
+    raise RuntimeError(f"JupyterLab did not answer within {timeout:.0f} s; see jupyterlab.log")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop JupyterLab and its kernels (its own process group, started by us)."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+
+
+def poll(page, js, arg, done, timeout: float, what: str):
+    """Evaluate `js` each second until done(result); fail with `what` and the last result after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = page.evaluate(js, arg)
+        if done(result):
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} within {timeout:.0f} s (last seen: {result})")
+        time.sleep(1)
+
+
+def shoot(page, shots: Path, name: str, step: str) -> None:
+    """Screenshot with the first widget in view (JupyterLab scrolls inside its panel, not the page)."""
+    page.evaluate("""mime => { const nb = window.jupyterapp.shell.currentWidget.content;
+      const cell = nb.widgets.find(c => c.model.type === 'code'
+        && JSON.stringify(c.model.outputs.toJSON()).includes(mime));
+      if (cell) cell.node.scrollIntoView({block: 'end'}); }""", WIDGET_MIME)
+    time.sleep(0.5)
+    page.screenshot(path=str(shots / f"{Path(name).stem}-{step}.png"))
+
+
+def interact(page, node) -> str:
+    """Use the widget's first control, preferring a text box, then a slider, then a drop-down."""
+    if node.locator("input[type=text], textarea").count():
+        box = node.locator("input[type=text], textarea").first
+        box.fill("war")  # a word of both of the course's vocabularies (War and Peace, WikiText)
+        box.press("Enter")
+        return "typed 'war'"
+    if node.locator("[role=slider]").count():
+        handle = node.locator("[role=slider]").first
+        handle.focus()
+        handle.press("End")
+        return f"slider to its end ({handle.get_attribute('aria-valuetext')})"
+    select = node.locator("select").first
+    other = select.evaluate("s => (s.selectedIndex + 1) % s.options.length")
+    select.select_option(index=other)
+    return f"chose '{select.evaluate('s => s.options[s.selectedIndex].text')}'"
+
+
+def check_notebook(page, url: str, name: str, shots: Path, timeout: float) -> str:
+    """Open, run and use one notebook; return its summary, or raise AssertionError saying what is wrong."""
+    page.goto(url)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+    before = poll(page, JS_WIDGET_OUTPUTS, WIDGET_MIME, lambda ws: ws and all(w["state"] != "loading" for w in ws),
+                  60, "the widgets did not finish loading")
+    shoot(page, shots, name, "1-opened")
+    # Not fatal: running the cells is still worth checking when the saved state is missing.
+    not_drawn = [f"cell {w['cell']} shows {w['text'][:50]!r}" for w in before if w["state"] != "control"]
+    opened = f"on open NOT drawn as controls: {not_drawn}" if not_drawn else f"{len(before)} widget(s) drawn on open"
+
+    # Run All sent before the kernel is up is lost (an untrusted notebook is shown before it is).
+    poll(page, JS_RUN_STATE, None, lambda r: r["status"] == "idle", 120, "the kernel did not start")
+    start = time.monotonic()
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    time.sleep(2)  # let the run begin before reading its progress
+    run = poll(page, JS_RUN_STATE, None, lambda r: r["status"] == "idle" and (r["errors"] or not r["pending"]),
+               timeout, "the cells did not all run")
+    seconds = time.monotonic() - start
+    shoot(page, shots, name, "2-ran")
+    assert not run["errors"], f"error output: {run['errors']}"
+    after = page.evaluate(JS_WIDGET_OUTPUTS, WIDGET_MIME)
+    not_live = [w for w in after if w["state"] != "control" or not w["live"]]
+    assert not not_live, f"after running, widgets are not live controls: {not_live}"
+
+    node = page.locator(".jp-Cell-outputArea > .jp-OutputArea-child > .jp-OutputArea-output > .jupyter-widgets").first
+    old = node.evaluate(JS_OUTPUT_SIGNATURE)
+    action = interact(page, node)
+    new = poll(page, JS_OUTPUT_SIGNATURE, node.element_handle(), lambda text: text != old, 120,
+               f"the widget's output did not change after: {action}")
+    time.sleep(2)  # the kernel may still be drawing
+    shoot(page, shots, name, "3-used")
+    page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.shutdown()")
+    summary = f"{opened}; ran all cells in {seconds:.0f} s; {action}: {first_line(old)!r} -> {first_line(new)!r}"
+    assert not not_drawn, summary
+    return summary
+
+
+def first_line(text: str) -> str:
+    return next((line for line in text.splitlines() if line.strip()), "")[:60]
+
+
+def run_all(names: list[str], shots: Path, trust: bool, timeout: float) -> int:
+    """Test each notebook on copies (JupyterLab autosaves; the committed files are never written)."""
+    from playwright.sync_api import sync_playwright
+
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="mllm-browser-") as tmp, \
+            open(shots / "jupyterlab.log", "w") as lab_log, open(shots / "console.log", "w") as console:
+        work = Path(tmp)
+        shutil.copytree(ROOT / "notebooks", work / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+        if trust:
+            subprocess.run([str(LAB_PYTHON_BIN / "jupyter"), "trust", *names], cwd=work / "notebooks", check=True,
+                           env={**os.environ, "JUPYTER_DATA_DIR": str(work / "data")}, capture_output=True)
+        port, token = free_port(), os.urandom(16).hex()
+        lab = start_lab(work, port, token, lab_log)
+        try:
+            base = f"http://127.0.0.1:{port}"  # reset, in each notebook's address: no tabs of the last one
+            wait_for_lab(lab, f"{base}/api/status?token={token}")
+            with sync_playwright() as pw:
+                browser = pw.chromium.launch_persistent_context(
+                    str(work / "chromium"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
+                    viewport={"width": 1280, "height": 900})
+                try:
+                    page = browser.new_page()
+                    messages: list[tuple[str, str]] = []
+                    page.on("console", lambda m: messages.append((m.type, m.text)))
+                    page.on("pageerror", lambda e: messages.append(("pageerror", str(e))))
+                    page.on("dialog", lambda d: d.accept())  # "leave with unsaved changes?": the copy may go
+                    for name in names:
+                        messages.clear()
+                        try:
+                            url = f"{base}/lab/tree/{name}?reset&token={token}"
+                            result, ok = check_notebook(page, url, name, shots, timeout), True
+                        except Exception as exc:  # one notebook's failure must not hide the others'
+                            result, ok = str(exc).splitlines()[0][:1000], False
+                            page.screenshot(path=str(shots / f"{Path(name).stem}-failed.png"), timeout=30_000)
+                        errors = course_errors(messages)
+                        if errors:
+                            result, ok = f"{result}; errors in the page: {[e.splitlines()[0] for e in errors]}", False
+                        failed += not ok
+                        print(f"{'PASS' if ok else 'FAIL'} {name}: {result}", flush=True)
+                        console.writelines(f"{name} {kind}: {text}\n" for kind, text in messages)
+                finally:
+                    browser.close()
+        finally:
+            stop(lab)
+    print(f"{len(names) - failed} passed, {failed} failed")
+    return failed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("notebooks", nargs="*", help="notebook names (default: every one with a widget)")
+    parser.add_argument("--untrusted", action="store_true", help="open the copies untrusted, as a fresh clone")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds allowed to run one notebook")
+    args = parser.parse_args()
+    problem = missing_tools()
+    if problem:
+        print(f"browser test cannot run: {problem}", file=sys.stderr)
+        return 2
+    names = args.notebooks or [p.name for p in widget_notebooks(ROOT / "notebooks")]
+    shots = Path(os.environ.get("MLLM_ARTIFACTS", ROOT / "artifacts")) / "browser"
+    shutil.rmtree(shots, ignore_errors=True)  # only this run's pictures
+    shots.mkdir(parents=True)
+    return 1 if run_all(names, shots, not args.untrusted, args.timeout) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
