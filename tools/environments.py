@@ -6,8 +6,8 @@
 
 Each environment is a virtual environment under ``$MLLM_ENV_CACHE`` (default
 ``~/.cache/mllm-course/envs``), outside the clone, named after a hash of what goes into it (the
-Python and torch versions, the constraints, requirements.txt, the package's declared dependencies). A later run with the
-same inputs reuses it and downloads nothing; a change builds a new one and removes the old. A build
+Python and torch versions, the constraints, requirements.txt, the package's declared dependencies). A
+later run with the same inputs reuses it and downloads nothing; a change builds a new one and removes the old. A build
 that is interrupted has no ``.complete`` mark, and the next build removes it.
 
 ``test`` runs nbval on every notebook (strict: every output compared, the project's sanitizer, no
@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 ROOT = Path(__file__).resolve().parent.parent
 COLAB_CONSTRAINTS = ROOT / "tools" / "colab-constraints.txt"
+NBGRADER_HYGIENE = "tests/test_notebook_hygiene.py::test_nbgrader_reads_the_markup"
 # Raise when build() changes what it installs, so cached environments are built anew.
 BUILD = 1
 NBVAL = ["--nbval", "--nbval-current-env", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg"]
@@ -154,7 +156,11 @@ def count(junit: Path) -> tuple[int, int, int]:
 
 
 def test(env: Env) -> int:
+    start = time.monotonic()
+    cached = (env.folder() / ".complete").is_file()
     folder = build(env)
+    built = time.monotonic() - start
+    print(f"{env.name}: environment {'reused from the cache' if cached else 'built'} in {built:.0f} s", flush=True)
     py = folder / "bin" / "python"
     run_env = {**os.environ}
     run_env.pop("PYTHONPATH", None)
@@ -174,14 +180,17 @@ def test(env: Env) -> int:
         else:
             # requirements.txt installs the package editable: point it at this clone.
             sh(*[py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "-e", ROOT])
-            targets = ["tests", "notebooks"]
+            # requirements.txt is a learner's install: nbgrader, a teacher's extra, is not in it, so the
+            # two tests that grade with it run in CI's own environment (`make test`), not here.
+            targets = ["--ignore=tests/test_classroom.py", "--deselect", NBGRADER_HYGIENE, "tests", "notebooks"]
         junit = Path(tmp) / "junit.xml"
         cmd = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *NBVAL,
                "--ignore=tests/fixtures", f"--junitxml={junit}", "-o", "junit_family=xunit1", *targets]
         print("+", " ".join(map(str, cmd)), flush=True)
         code = subprocess.run(list(map(str, cmd)), cwd=ROOT, env=run_env).returncode
         notebooks, compared, differing = count(junit) if junit.is_file() else (0, 0, 0)
-    print(f"{env.name}: {notebooks} notebooks run, {compared} cells compared, {differing} cells differing "
+    print(f"{env.name}: {notebooks} notebooks run, {compared} cells compared, {differing} cells differing, "
+          f"tests {'passed' if code == 0 else 'FAILED'}; {time.monotonic() - start - built:.0f} s "
           f"({(folder / '.complete').read_text().strip()})", flush=True)
     return code
 
@@ -196,7 +205,28 @@ def main(argv=None) -> int:
         for name in args.names:
             print(build(ENVS[name]))
         return 0
-    codes = [test(ENVS[name]) for name in args.names]
+    if len(args.names) == 1:
+        return test(ENVS[args.names[0]])
+    return side_by_side(args.names)
+
+
+def side_by_side(names: list[str]) -> int:
+    """Test several environments at once: each notebook kernel uses one core, so two runs take about
+    the time of one on two cores. Each run's output is shown whole when it ends, then its summary."""
+    print(f"testing {', '.join(names)} side by side; each one's output follows when it ends", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = {}
+        for name in names:
+            log = open(Path(tmp) / f"{name}.log", "w+", encoding="utf-8")  # noqa: SIM115 (closed below)
+            runs[name] = (subprocess.Popen([sys.executable, __file__, "test", name], stdout=log,
+                                           stderr=subprocess.STDOUT), log)
+        codes = []
+        for name, (proc, log) in runs.items():
+            codes.append(proc.wait())
+            log.seek(0)
+            print(f"===== {name} (exit {codes[-1]}) =====", flush=True)
+            sys.stdout.write(log.read())
+            log.close()
     return max(codes)
 
 
