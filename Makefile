@@ -12,7 +12,7 @@ GRADES ?= grades
 # The environment of the committed outputs (quick size, no progress bars, AVX2 kernels) is RUN_ENV in
 # tools/notebooks.py; conftest.py applies it to every pytest run, so no target repeats it here.
 
-.PHONY: setup teach-setup lab test test-all test-envs test-browser test-loaded test-full lint notebooks headers \
+.PHONY: setup teach-setup lab test test-all test-units test-envs test-browser test-loaded test-full lint notebooks headers \
 	benchmarks lock clean release grade
 
 setup: $(VENV)/.installed
@@ -48,10 +48,15 @@ test: teach-setup  ## unit tests, every notebook under nbval (quick size), the c
 	$(TPY) -m pytest
 	$(TEACH_VENV)/bin/ruff check .
 
-# What CI runs (.ci/run): everything above, then the course in the other environments it promises,
-# in a real browser, and on a busy machine. Downloaded environments are cached outside the clone
-# (MLLM_ENV_CACHE, default ~/.cache/mllm-course/envs); screenshots go to MLLM_ARTIFACTS.
-test-all: test test-envs test-browser test-loaded  ## the full test command: `make test`, then the three below
+# What CI runs (.ci/run): everything `make test` checks, then the course in the other environments it
+# promises, in a real browser, and on a busy machine. The notebooks run under nbval once, on the busy
+# machine (test-loaded), not a second time unloaded. Downloaded environments are cached outside the
+# clone (MLLM_ENV_CACHE, default ~/.cache/mllm-course/envs); screenshots go to MLLM_ARTIFACTS.
+test-all: test-units test-envs test-browser test-loaded  ## the full test command: everything `make test` does, and more
+
+test-units: teach-setup  ## `make test` without the notebooks: unit tests, the classroom kit, lint
+	$(TPY) -m pytest tests
+	$(TEACH_VENV)/bin/ruff check .
 
 test-envs: teach-setup  ## Colab-shaped (Python 3.13, torch 2.11) and oldest (3.10, torch 2.4): nbval, unit tests
 	$(TPY) tools/environments.py test colab oldest

@@ -46,6 +46,7 @@ GRADING_ENV = {"MLLM_QUICK": "1", "TQDM_DISABLE": "1", "PYTHONHASHSEED": "0"}
 MIN_CELL_TIMEOUT = 60  # seconds; a cell gets max(this, TIMEOUT_FACTOR x the notebook's measured run time)
 TIMEOUT_FACTOR = 5
 RUN_TIME_KEY = "quick_run_seconds"  # in notebook.metadata["mllm"], written by tools/notebooks.py run
+KERNEL_START_FAILURES = ("Kernel died before replying to kernel_info", "Timeout waiting for kernel_info reply")
 
 
 class ClassroomError(Exception):
@@ -272,7 +273,7 @@ def error_notes(autograded_path: Path, timeout: int) -> list[str]:
 
 def grade_shard(root: Path, lessons: list[Path], students: dict[str, Path], threads: int,
                 timeout: int | None) -> list[Result]:
-    """Grade some students in one course folder: nbgrader autograde + feedback, then read the gradebook."""
+    """Grade some students in one course folder: nbgrader autograde, the gradebook read, then feedback."""
     from nbgrader.api import Gradebook, MissingEntry
 
     generate(root, lessons)
@@ -303,9 +304,12 @@ def grade_shard(root: Path, lessons: list[Path], students: dict[str, Path], thre
             continue
         timeout = timeout_override or cell_timeout(lesson)
         env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-        log = nbgrader(root, "autograde", path.stem, f"--ExecutePreprocessor.timeout={timeout}",
-                       "--OverwriteCells.add_missing_cells=True", env=env)
-        nbgrader(root, "generate_feedback", path.stem)
+        options = [f"--ExecutePreprocessor.timeout={timeout}", "--OverwriteCells.add_missing_cells=True"]
+        log = nbgrader(root, "autograde", path.stem, *options, env=env)
+        if any(message in log.stdout + log.stderr for message in KERNEL_START_FAILURES):
+            # A kernel that did not start (a busy machine, a port taken) is not the student's fault: once more.
+            for sid in [sid for sid in ids if not (root / "autograded" / sid / path.stem / path.name).exists()]:
+                log = nbgrader(root, "autograde", path.stem, f"--student={sid}", *options, env=env)
         with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
             for sid, result in ids.items():
                 graded = root / "autograded" / sid / path.stem / path.name
@@ -321,6 +325,7 @@ def grade_shard(root: Path, lessons: list[Path], students: dict[str, Path], thre
                     result.points[grade.name.removesuffix("-check")] = float(grade.score or 0)
                 result.notes += error_notes(graded, timeout)
                 result.feedback = root / "feedback" / sid / path.stem / path.name.replace(".ipynb", ".html")
+    nbgrader(root, "generate_feedback", "*")  # one start of nbgrader (seconds each) for every notebook
     return results
 
 

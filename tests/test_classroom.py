@@ -122,7 +122,8 @@ def graded_class(tmp_path_factory):
         (folder / kind).mkdir()
         for stem in STEMS:
             nbformat.write(fixtures.submission(stem, kind), folder / kind / f"{stem}.ipynb")
-    results = classroom.grade(folder, LESSONS, folder / "grades", jobs=2)
+    # One shard per kind: three course folders share the two cores, none waits with its core idle.
+    results = classroom.grade(folder, LESSONS, folder / "grades", jobs=3)
     return {(r.student, r.notebook): r for r in results}
 
 
@@ -202,6 +203,40 @@ def test_sample_class_totals_and_feedback(sample_grades):
             page = (out / "feedback" / student / f"{stem}.html").read_text(encoding="utf-8")
             status = rows[student, stem]["status"]
             assert ("Not graded" in page) == (status != "graded"), (student, stem)
+
+
+# ---------------------------------------------------------------- a kernel that does not start
+
+
+FLAKY_KERNEL = """import os, runpy, sys
+starts = os.path.join(os.path.dirname(__file__), "starts")
+with open(starts, "a") as f:
+    f.write("x")
+if len(open(starts).read()) <= int(os.environ["MLLM_TEST_KERNEL_DEATHS"]):
+    sys.exit(1)  # dies before it replies, as a kernel on a busy machine sometimes does
+sys.argv = ["ipykernel_launcher", *sys.argv[1:]]
+runpy.run_module("ipykernel_launcher", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("deaths, status", [(1, "graded"), (2, "grading failed: RuntimeError: Kernel died")])
+def test_a_kernel_that_dies_at_start_is_tried_once_more(tmp_path, monkeypatch, deaths, status):
+    kernels = tmp_path / "jupyter" / "kernels" / "python3"  # found before the installed python3 kernel
+    kernels.mkdir(parents=True)
+    (kernels / "flaky.py").write_text(FLAKY_KERNEL, encoding="utf-8")
+    spec = {"argv": [sys.executable, str(kernels / "flaky.py"), "-f", "{connection_file}"],
+            "display_name": "Python 3", "language": "python"}
+    (kernels / "kernel.json").write_text(json.dumps(spec), encoding="utf-8")
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    monkeypatch.setenv("MLLM_TEST_KERNEL_DEATHS", str(deaths))
+    stem = fixtures.SAMPLE_NOTEBOOKS[0]
+    (tmp_path / "class" / "ada").mkdir(parents=True)
+    nbformat.write(fixtures.submission(stem, "right"), tmp_path / "class" / "ada" / f"{stem}.ipynb")
+    [result] = classroom.grade(tmp_path / "class", [fixtures.LESSONS / f"{stem}.ipynb"], tmp_path / "grades")
+    assert result.status.startswith(status), result.status
+    assert (kernels / "starts").read_text() == "x" * (deaths + (status == "graded")), "one retry, no more"
+    if status == "graded":
+        assert result.points == max_points(stem)
 
 
 # ---------------------------------------------------------------- small pieces and a teacher's mistakes

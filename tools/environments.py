@@ -176,19 +176,29 @@ def test(env: Env) -> int:
             (fake.parent.parent / "sitecustomize.py").write_text("import google.colab  # noqa: F401\n")
             run_env["PYTHONPATH"] = str(fake.parent.parent)
             run_env["MLLM_COURSE_DIR"] = str(ROOT)  # the setup cell's clone, already here
-            targets = ["notebooks"]
+            groups = [["notebooks"]]
         else:
             # requirements.txt installs the package editable: point it at this clone.
             sh(*[py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "-e", ROOT])
             # requirements.txt is a learner's install: nbgrader, a teacher's extra, is not in it, so the
             # two tests that grade with it run in CI's own environment (`make test`), not here.
-            targets = ["--ignore=tests/test_classroom.py", "--deselect", NBGRADER_HYGIENE, "tests", "notebooks"]
-        junit = Path(tmp) / "junit.xml"
-        cmd = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *NBVAL,
-               "--ignore=tests/fixtures", f"--junitxml={junit}", "-o", "junit_family=xunit1", *targets]
-        print("+", " ".join(map(str, cmd)), flush=True)
-        code = subprocess.run(list(map(str, cmd)), cwd=ROOT, env=run_env).returncode
-        notebooks, compared, differing = count(junit) if junit.is_file() else (0, 0, 0)
+            groups = [["notebooks"], ["--ignore=tests/test_classroom.py", "--deselect", NBGRADER_HYGIENE, "tests"]]
+        # The notebooks and the unit tests in two processes at once: a notebook's kernel leaves a core idle.
+        runs = []
+        for k, targets in enumerate(groups):
+            junit, log = Path(tmp) / f"junit{k}.xml", open(Path(tmp) / f"log{k}", "w+")  # noqa: SIM115
+            cmd = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *NBVAL,
+                   "--ignore=tests/fixtures", f"--junitxml={junit}", "-o", "junit_family=xunit1", *targets]
+            print("+", " ".join(map(str, cmd)), flush=True)
+            runs.append((subprocess.Popen(list(map(str, cmd)), cwd=ROOT, env=run_env, stdout=log,
+                                          stderr=subprocess.STDOUT), junit, log))
+        code = 0
+        for proc, _junit, log in runs:
+            code = max(code, proc.wait())
+            log.seek(0)
+            sys.stdout.write(log.read())
+            log.close()
+        notebooks, compared, differing = count(runs[0][1]) if runs[0][1].is_file() else (0, 0, 0)
     print(f"{env.name}: {notebooks} notebooks run, {compared} cells compared, {differing} cells differing, "
           f"tests {'passed' if code == 0 else 'FAILED'}; {time.monotonic() - start - built:.0f} s "
           f"({(folder / '.complete').read_text().strip()})", flush=True)
