@@ -63,7 +63,7 @@ test-envs: teach-setup  ## Colab-shaped (Python 3.13, torch 2.11) and oldest (3.
 
 test-browser: setup teach-setup  ## JupyterLab in headless Chromium: widgets drawn, run, and answering a click
 	bash tools/browser-setup.sh $(TEACH_VENV)
-	$(TPY) tools/browser_test.py
+	$(TPY) tools/browser_test.py --lab-venv $(VENV)
 
 test-loaded: teach-setup  ## every notebook under nbval while busy processes load every core
 	$(TPY) tools/under_load.py -- $(TPY) -m pytest -q notebooks/
@@ -89,6 +89,8 @@ headers: setup  ## rewrite every badge and Colab setup cell from pyproject.toml'
 benchmarks: teach-setup  ## the speed measurements quoted in the README (grading needs the teacher's nbgrader)
 	for b in benchmarks/*.py; do $(TPY) $$b || exit 1; done
 
+# jsonschema stays at 4.24.1: from 4.25 it imports rfc3987-syntax, which builds an IRI grammar (2.6 s here)
+# in every process that loads nbformat (each nbgrader command, nbval, JupyterLab). Upgrade it when that's fixed.
 lock: setup  ## record the versions now installed in .venv as the CI lock
 	$(PY) -m pip freeze --all --exclude-editable | grep -v "^pip==" | sed -E 's/^torch==([0-9.]+)\+cpu$$/torch==\1/' > requirements-lock.txt
 

@@ -219,6 +219,20 @@ runpy.run_module("ipykernel_launcher", run_name="__main__")
 """
 
 
+def one_exercise_lesson(path):
+    """A lesson of two cells, the nbgrader markup of the course's exercises: graded in seconds."""
+    solution = nbformat.v4.new_code_cell("### BEGIN SOLUTION\nanswer = 42\n### END SOLUTION")
+    solution.metadata["nbgrader"] = {"grade": False, "grade_id": "ex1-solution", "locked": False,
+                                     "schema_version": 3, "solution": True, "task": False}
+    check = nbformat.v4.new_code_cell("assert answer == 42")
+    check.metadata["nbgrader"] = {"grade": True, "grade_id": "ex1-check", "locked": True, "points": 1,
+                                  "schema_version": 3, "solution": False, "task": False}
+    nb = nbformat.v4.new_notebook(cells=[solution, check])
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    nbformat.write(nb, path)
+    return nb
+
+
 @pytest.mark.parametrize("deaths, status", [(1, "graded"), (2, "grading failed: RuntimeError: Kernel died")])
 def test_a_kernel_that_dies_at_start_is_tried_once_more(tmp_path, monkeypatch, deaths, status):
     kernels = tmp_path / "jupyter" / "kernels" / "python3"  # found before the installed python3 kernel
@@ -229,14 +243,13 @@ def test_a_kernel_that_dies_at_start_is_tried_once_more(tmp_path, monkeypatch, d
     (kernels / "kernel.json").write_text(json.dumps(spec), encoding="utf-8")
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     monkeypatch.setenv("MLLM_TEST_KERNEL_DEATHS", str(deaths))
-    stem = fixtures.SAMPLE_NOTEBOOKS[0]
     (tmp_path / "class" / "ada").mkdir(parents=True)
-    nbformat.write(fixtures.submission(stem, "right"), tmp_path / "class" / "ada" / f"{stem}.ipynb")
-    [result] = classroom.grade(tmp_path / "class", [fixtures.LESSONS / f"{stem}.ipynb"], tmp_path / "grades")
+    nb = one_exercise_lesson(tmp_path / "99_answer.ipynb")
+    nbformat.write(nb, tmp_path / "class" / "ada" / "99_answer.ipynb")
+    [result] = classroom.grade(tmp_path / "class", [tmp_path / "99_answer.ipynb"], tmp_path / "grades")
     assert result.status.startswith(status), result.status
     assert (kernels / "starts").read_text() == "x" * (deaths + (status == "graded")), "one retry, no more"
-    if status == "graded":
-        assert result.points == max_points(stem)
+    assert result.points == ({"ex1": 1.0} if status == "graded" else {})
 
 
 # ---------------------------------------------------------------- small pieces and a teacher's mistakes

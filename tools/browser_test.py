@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from tools.notebooks import RUN_ENV  # noqa: E402  (the tests' quick-size environment)
 
 CHROMIUM = "/usr/bin/chromium"
-LAB_PYTHON_BIN = ROOT / ".venv" / "bin"
+LAB_VENV = ROOT / ".venv"  # the learner's environment (`make lab`): its JupyterLab is the one tested
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 # Headless, and quiet: on a closed network Chromium's own background connections are refused.
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -105,7 +105,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_lab(work: Path, port: int, token: str, log) -> subprocess.Popen:
+def start_lab(work: Path, port: int, token: str, log, jupyter: str) -> subprocess.Popen:
     """JupyterLab on the copies, with its own settings, data and config (nothing of the user's, no internet)."""
     for name, values in LAB_SETTINGS.items():
         path = work / "settings" / f"{name}.jupyterlab-settings"
@@ -114,7 +114,7 @@ def start_lab(work: Path, port: int, token: str, log) -> subprocess.Popen:
     env = {**os.environ, **RUN_ENV, "JUPYTER_CONFIG_DIR": str(work / "config"),
            "JUPYTER_DATA_DIR": str(work / "data"), "JUPYTERLAB_SETTINGS_DIR": str(work / "settings"),
            "JUPYTERLAB_WORKSPACES_DIR": str(work / "workspaces"), "IPYTHONDIR": str(work / "ipython")}
-    cmd = [str(LAB_PYTHON_BIN / "jupyter"), "lab", "--no-browser", "--ip", "127.0.0.1", f"--port={port}",
+    cmd = [jupyter, "lab", "--no-browser", "--ip", "127.0.0.1", f"--port={port}",
            f"--IdentityProvider.token={token}", "--allow-root", f"--ServerApp.root_dir={work / 'notebooks'}",
            "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
            "--LabApp.extension_manager=readonly", "--LabApp.expose_app_in_browser=True"]
@@ -227,20 +227,20 @@ def first_line(text: str) -> str:
     return next((line for line in text.splitlines() if line.strip()), "")[:60]
 
 
-def run_all(names: list[str], shots: Path, trust: bool, timeout: float) -> int:
+def run_all(names: list[str], shots: Path, trust: bool, timeout: float, venv: Path) -> int:
     """Test each notebook on copies (JupyterLab autosaves; the committed files are never written)."""
     from playwright.sync_api import sync_playwright
 
     failed = 0
     with tempfile.TemporaryDirectory(prefix="mllm-browser-") as tmp, \
             open(shots / "jupyterlab.log", "w") as lab_log, open(shots / "console.log", "w") as console:
-        work = Path(tmp)
+        work, jupyter = Path(tmp), str(venv / "bin" / "jupyter")
         shutil.copytree(ROOT / "notebooks", work / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
         if trust:
-            subprocess.run([str(LAB_PYTHON_BIN / "jupyter"), "trust", *names], cwd=work / "notebooks", check=True,
+            subprocess.run([jupyter, "trust", *names], cwd=work / "notebooks", check=True,
                            env={**os.environ, "JUPYTER_DATA_DIR": str(work / "data")}, capture_output=True)
         port, token = free_port(), os.urandom(16).hex()
-        lab = start_lab(work, port, token, lab_log)
+        lab = start_lab(work, port, token, lab_log, jupyter)
         try:
             base = f"http://127.0.0.1:{port}"  # reset, in each notebook's address: no tabs of the last one
             wait_for_lab(lab, f"{base}/api/status?token={token}")
@@ -281,16 +281,21 @@ def main() -> int:
     parser.add_argument("notebooks", nargs="*", help="notebook names (default: every one with a widget)")
     parser.add_argument("--untrusted", action="store_true", help="open the copies untrusted, as a fresh clone")
     parser.add_argument("--timeout", type=float, default=900, help="seconds allowed to run one notebook")
+    parser.add_argument("--lab-venv", type=Path, default=LAB_VENV, help="environment whose JupyterLab runs (.venv)")
     args = parser.parse_args()
     problem = missing_tools()
     if problem:
         print(f"browser test cannot run: {problem}", file=sys.stderr)
         return 2
+    if not (args.lab_venv / "bin" / "jupyter").is_file():
+        print(f"browser test cannot run: --lab-venv: {args.lab_venv} has no bin/jupyter (`make setup` makes .venv)",
+              file=sys.stderr)
+        return 2
     names = args.notebooks or [p.name for p in widget_notebooks(ROOT / "notebooks")]
     shots = Path(os.environ.get("MLLM_ARTIFACTS", ROOT / "artifacts")) / "browser"
     shutil.rmtree(shots, ignore_errors=True)  # only this run's pictures
     shots.mkdir(parents=True)
-    return 1 if run_all(names, shots, not args.untrusted, args.timeout) else 0
+    return 1 if run_all(names, shots, not args.untrusted, args.timeout, args.lab_venv) else 0
 
 
 if __name__ == "__main__":
