@@ -44,9 +44,8 @@ lab: setup  ## open the course in JupyterLab
 	$(VENV)/bin/jupyter trust notebooks/*.ipynb >/dev/null
 	$(VENV)/bin/jupyter lab $(LAB_ARGS) notebooks/
 
-test: teach-setup  ## unit tests, every notebook under nbval (quick size), the classroom kit end to end, lint
-	$(TPY) -m pytest
-	$(TEACH_VENV)/bin/ruff check .
+test: test-units  ## unit tests, the classroom kit end to end, lint, then every notebook under nbval (quick size)
+	$(TPY) -m pytest notebooks
 
 # What CI runs (.ci/run): everything `make test` checks, then the course in the other environments it
 # promises, in a real browser, and on a busy machine. The notebooks run under nbval once, on the busy

@@ -176,29 +176,23 @@ def test(env: Env) -> int:
             (fake.parent.parent / "sitecustomize.py").write_text("import google.colab  # noqa: F401\n")
             run_env["PYTHONPATH"] = str(fake.parent.parent)
             run_env["MLLM_COURSE_DIR"] = str(ROOT)  # the setup cell's clone, already here
-            groups = [["notebooks"]]
+            groups = {"notebooks": ["notebooks"]}
         else:
             # requirements.txt installs the package editable: point it at this clone.
             sh(*[py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "-e", ROOT])
             # requirements.txt is a learner's install: nbgrader, a teacher's extra, is not in it, so the
             # two tests that grade with it run in CI's own environment (`make test`), not here.
-            groups = [["notebooks"], ["--ignore=tests/test_classroom.py", "--deselect", NBGRADER_HYGIENE, "tests"]]
+            groups = {"notebooks": ["notebooks"],
+                      "unit-tests": ["--ignore=tests/test_classroom.py", "--deselect", NBGRADER_HYGIENE, "tests"]}
         # The notebooks and the unit tests in two processes at once: a notebook's kernel leaves a core idle.
-        runs = []
-        for k, targets in enumerate(groups):
-            junit, log = Path(tmp) / f"junit{k}.xml", open(Path(tmp) / f"log{k}", "w+")  # noqa: SIM115
-            cmd = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *NBVAL,
-                   "--ignore=tests/fixtures", f"--junitxml={junit}", "-o", "junit_family=xunit1", *targets]
-            print("+", " ".join(map(str, cmd)), flush=True)
-            runs.append((subprocess.Popen(list(map(str, cmd)), cwd=ROOT, env=run_env, stdout=log,
-                                          stderr=subprocess.STDOUT), junit, log))
-        code = 0
-        for proc, _junit, log in runs:
-            code = max(code, proc.wait())
-            log.seek(0)
-            sys.stdout.write(log.read())
-            log.close()
-        notebooks, compared, differing = count(runs[0][1]) if runs[0][1].is_file() else (0, 0, 0)
+        commands = {}
+        for name, targets in groups.items():
+            commands[name] = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *NBVAL,
+                              "--ignore=tests/fixtures", f"--junitxml={Path(tmp) / name}.xml", "-o",
+                              "junit_family=xunit1", *targets]
+        code = max(run_together(commands, Path(tmp), cwd=ROOT, env=run_env))
+        junit = Path(tmp) / "notebooks.xml"
+        notebooks, compared, differing = count(junit) if junit.is_file() else (0, 0, 0)
     print(f"{env.name}: {notebooks} notebooks run, {compared} cells compared, {differing} cells differing, "
           f"tests {'passed' if code == 0 else 'FAILED'}; {time.monotonic() - start - built:.0f} s "
           f"({(folder / '.complete').read_text().strip()})", flush=True)
@@ -222,22 +216,28 @@ def main(argv=None) -> int:
 
 def side_by_side(names: list[str]) -> int:
     """Test several environments at once: each notebook kernel uses one core, so two runs take about
-    the time of one on two cores. Each run's output is shown whole when it ends, then its summary."""
+    the time of one on two cores."""
     print(f"testing {', '.join(names)} side by side; each one's output follows when it ends", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        runs = {}
-        for name in names:
-            log = open(Path(tmp) / f"{name}.log", "w+", encoding="utf-8")  # noqa: SIM115 (closed below)
-            runs[name] = (subprocess.Popen([sys.executable, __file__, "test", name], stdout=log,
-                                           stderr=subprocess.STDOUT), log)
-        codes = []
-        for name, (proc, log) in runs.items():
-            codes.append(proc.wait())
-            log.seek(0)
-            print(f"===== {name} (exit {codes[-1]}) =====", flush=True)
-            sys.stdout.write(log.read())
-            log.close()
-    return max(codes)
+        return max(run_together({name: [sys.executable, __file__, "test", name] for name in names}, Path(tmp)))
+
+
+def run_together(commands: dict[str, list], folder: Path, **popen) -> list[int]:
+    """Start every command at once, each writing to its own log in ``folder``; as each ends, show its log
+    whole under its name. Returns their exit statuses."""
+    runs = {}
+    for name, cmd in commands.items():
+        print("+", " ".join(map(str, cmd)), flush=True)
+        log = open(folder / f"{name}.log", "w+", encoding="utf-8")  # noqa: SIM115 (closed below)
+        runs[name] = (subprocess.Popen(list(map(str, cmd)), stdout=log, stderr=subprocess.STDOUT, **popen), log)
+    codes = []
+    for name, (proc, log) in runs.items():
+        codes.append(proc.wait())
+        log.seek(0)
+        print(f"===== {name} (exit {codes[-1]}) =====", flush=True)
+        sys.stdout.write(log.read())
+        log.close()
+    return codes
 
 
 if __name__ == "__main__":
