@@ -4,16 +4,18 @@
 # and is where the tests run, since they grade submissions end to end.
 VENV   ?= .venv
 TEACH_VENV ?= .venv-teach
+SITE_VENV ?= .venv-site
 PYTHON ?= python3
 PY     := $(VENV)/bin/python
 TPY    := $(TEACH_VENV)/bin/python
+SPY    := $(SITE_VENV)/bin/python
 SUBMISSIONS ?= submissions
 GRADES ?= grades
 # The environment of the committed outputs (quick size, no progress bars, AVX2 kernels) is RUN_ENV in
 # tools/notebooks.py; conftest.py applies it to every pytest run, so no target repeats it here.
 
-.PHONY: setup teach-setup lab test test-all test-units test-envs test-browser test-loaded test-full lint notebooks headers \
-	benchmarks lock clean release grade
+.PHONY: setup teach-setup sandbox-setup lab test test-all test-units test-envs test-browser test-loaded test-full lint notebooks headers \
+	benchmarks lock clean release grade site site-setup test-site
 
 setup: $(VENV)/.installed
 
@@ -51,9 +53,9 @@ test: test-units  ## unit tests, the classroom kit end to end, lint, then every 
 # promises, in a real browser, and on a busy machine. The notebooks run under nbval once, on the busy
 # machine (test-loaded), not a second time unloaded. Downloaded environments are cached outside the
 # clone (MLLM_ENV_CACHE, default ~/.cache/mllm-course/envs); screenshots go to MLLM_ARTIFACTS.
-test-all: test-units test-envs test-browser test-loaded  ## the full test command: everything `make test` does, and more
+test-all: test-units test-envs test-browser test-site test-loaded  ## the full test command: everything `make test` does, and more
 
-test-units: teach-setup  ## `make test` without the notebooks: unit tests, the classroom kit, lint
+test-units: teach-setup sandbox-setup  ## `make test` without the notebooks: unit tests, the classroom kit, lint
 	$(TPY) -m pytest tests
 	$(TEACH_VENV)/bin/ruff check .
 
@@ -64,6 +66,22 @@ test-browser: setup teach-setup  ## JupyterLab in headless Chromium: widgets dra
 	bash tools/browser-setup.sh $(TEACH_VENV)
 	$(TPY) tools/browser_test.py --lab-venv $(VENV)
 
+# The website (tools/site.py): Sphinx and MyST-NB in their own environment, .venv-site; the JavaScript it
+# ships comes from the npm registry (website/package-lock.json), cached outside the clone (MLLM_JS_CACHE).
+site-setup: $(SITE_VENV)/.installed
+
+$(SITE_VENV)/.installed: requirements-site-lock.txt
+	$(PYTHON) -m venv $(SITE_VENV)
+	$(SPY) -m pip install --quiet --disable-pip-version-check -r requirements-site-lock.txt
+	touch $@
+
+site: site-setup  ## the course as a static website in build/site, from the committed notebooks (none is run)
+	$(SPY) tools/site.py build
+
+test-site: site  ## the built site in headless Chromium, offline: pages, links, images, math, widgets, search
+	bash tools/browser-setup.sh $(SITE_VENV)
+	$(SPY) tools/site_test.py
+
 test-loaded: teach-setup  ## every notebook under nbval while busy processes load every core
 	$(TPY) tools/under_load.py -- $(TPY) -m pytest -q notebooks/
 
@@ -73,11 +91,14 @@ test-full: setup  ## run every notebook at the full size (slow; a GPU helps): er
 lint: setup
 	$(VENV)/bin/ruff check .
 
-release: teach-setup  ## make the student versions (student/) from the lessons
-	$(TPY) -m mllm_utils.classroom release
+sandbox-setup:  ## bubblewrap, the sandbox every graded submission runs in (installed when missing, as root)
+	sh tools/sandbox-setup.sh
 
-grade: teach-setup  ## grade SUBMISSIONS=folder (one folder per student) into GRADES=folder
-	$(TPY) -m mllm_utils.classroom grade $(SUBMISSIONS) --out $(GRADES)
+release: teach-setup  ## make the student versions (student/) from the lessons
+	$(TPY) -m mllm_classroom release
+
+grade: teach-setup sandbox-setup  ## grade SUBMISSIONS=zip or folder (Canvas, Moodle, one folder per student) into GRADES=folder
+	$(TPY) -m mllm_classroom grade $(SUBMISSIONS) --out $(GRADES)
 
 notebooks: setup  ## re-execute notebooks (NB=01_tokenization.ipynb for one) and save their outputs
 	$(PY) tools/notebooks.py run $(NB)
@@ -94,4 +115,4 @@ lock: setup  ## record the versions now installed in .venv as the CI lock
 	$(PY) -m pip freeze --all --exclude-editable | grep -v "^pip==" | sed -E 's/^torch==([0-9.]+)\+cpu$$/torch==\1/' > requirements-lock.txt
 
 clean:
-	rm -rf $(VENV) $(TEACH_VENV) build *.egg-info
+	rm -rf $(VENV) $(TEACH_VENV) $(SITE_VENV) build *.egg-info

@@ -6,9 +6,9 @@ Both sides generate ``--length`` characters after a short prompt with the
 transformer of notebook 10 (the shipped checkpoint, or a fresh model of the
 same size when there is none: the cost does not depend on the weights):
 
-- cache:   mllm_utils.sampling.generate, which feeds the prompt once and then one
+- cache:   mllm_utils.generation.generate, which feeds the prompt once and then one
            new token per step, passing the model's key/value cache along
-- refeed:  mllm_utils.sampling.generate_refeed, which calls the model on the whole
+- refeed:  mllm_utils.generation.generate_refeed, which calls the model on the whole
            text so far at every step (no state), so step t costs t tokens' work
 
 Greedy decoding, so both must produce the same characters (checked). The two
@@ -30,8 +30,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from machine import cpu_name  # noqa: E402  (benchmarks/machine.py)
 
-from mllm_utils import charlm  # noqa: E402
-from mllm_utils.sampling import generate, generate_refeed  # noqa: E402
+from mllm_utils import chardata  # noqa: E402
+from mllm_utils.generation import generate, generate_refeed  # noqa: E402
 from mllm_utils.transformer import TransformerLM, load_model, shipped_checkpoint_path  # noqa: E402
 
 PROMPT = "Well, "
@@ -53,11 +53,11 @@ def main(argv=None) -> float:
         model, itos, _ = load_model(path)
         source = f"checkpoint {Path(path).name}"
     else:
-        itos = [charlm.UNK, *" abcdefghijklmnopqrstuvwxyz"]
+        itos = [chardata.UNK, *" abcdefghijklmnopqrstuvwxyz"]
         torch.manual_seed(0)
         model = TransformerLM(len(itos)).eval()
         source = "untrained model of the shipped size (no checkpoint found)"
-    prompt = charlm.encode(charlm.tokenize(PROMPT), itos)
+    prompt = chardata.encode(chardata.tokenize(PROMPT), itos)
     if len(prompt) + args.length > model.context_len:
         raise SystemExit(
             f"error: prompt ({len(prompt)}) + length ({args.length}) exceeds the model's context_len "
@@ -86,7 +86,7 @@ def main(argv=None) -> float:
         print(f"{name:<8} {median:9.3f} {args.length / median:9.0f}")
     ratio = refeed / cache
     print(f"same {args.length} characters: True; the cache is {ratio:.1f}x faster (goal >= 5x)")
-    print("sample:", repr(PROMPT + charlm.decode(outputs["cache"][:80], itos)))
+    print("sample:", repr(PROMPT + chardata.decode(outputs["cache"][:80], itos)))
     return ratio
 
 

@@ -26,8 +26,8 @@ import time
 import torch
 from machine import cpu_name  # benchmarks/machine.py
 
-from mllm_utils import charlm
-from mllm_utils.sampling import generate, generate_refeed
+from mllm_utils import chardata, charlstm, chartrain
+from mllm_utils.generation import generate, generate_refeed
 
 
 class PostDataset(torch.utils.data.Dataset):
@@ -61,7 +61,7 @@ def post_batches(train_list, batch_size, seq_len):
 
 
 def our_batches(train, batch_size, seq_len, stride):
-    return charlm.batches(train, batch_size, seq_len, stride=stride, drop_last=True)
+    return chardata.batches(train, batch_size, seq_len, stride=stride, drop_last=True)
 
 
 def tokens_per_second(make_iter, n_batches, step=None, warmup=1):
@@ -105,8 +105,8 @@ def main():
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    seq_len = charlm.POST_SEQ_LEN
-    itos, train, _ = charlm.prepare()
+    seq_len = chartrain.POST_SEQ_LEN
+    itos, train, _ = chardata.prepare()
     train_list = train.tolist()  # the post keeps the encoded book as a JSON list
     print(f"Machine: {machine(device)}")
     print(f"Training text: {len(train):,} characters, batch {args.batch_size} x {seq_len}")
@@ -121,8 +121,8 @@ def main():
 
     print("\n2. End-to-end training, the post's model (tokens/s)")
     torch.manual_seed(0)
-    model = charlm.CharLSTM(len(itos), dropout=charlm.POST_DROPOUT).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=charlm.POST_LR)
+    model = charlstm.CharLSTM(len(itos), dropout=charlstm.POST_DROPOUT).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=charlstm.POST_LR)
 
     def step(X, Y):
         logits, _ = model(X.to(device, non_blocking=True))
@@ -142,12 +142,12 @@ def main():
           f"{7 * len(train) * seq_len / ours_e2e / 3600:.1f} h")  # fmt: skip
 
     print(f"\n3. Generation of {args.gen_length} characters")
-    shipped = charlm.shipped_checkpoint_path()
+    shipped = charlstm.shipped_checkpoint_path()
     if shipped.is_file():
-        model, itos, _ = charlm.load_model(map_location=device)
+        model, itos, _ = charlstm.load_model(map_location=device)
         print("   model: the shipped checkpoint")
     model.to(device).eval()
-    prompt = charlm.encode(charlm.tokenize("She went away"), itos).tolist()
+    prompt = chardata.encode(chardata.tokenize("She went away"), itos).tolist()
     loops = (
         ("re-feeding the growing text", generate_refeed, model),
         ("carrying the state, nn.LSTM per character", generate, LSTMEveryStep(model)),

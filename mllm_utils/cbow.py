@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import array
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 import torch
@@ -72,10 +73,28 @@ def build_vocab(paragraphs: Iterable[list[str]], min_freq: int = 50) -> Vocab:
     """A vocabulary of the tokens seen at least ``min_freq`` times, ``<unk>`` first and default.
 
     Rare words all map to ``<unk>`` (index 0), which WikiText itself already
-    uses for its rarest words.
+    uses for its rarest words. A ``min_freq`` that keeps no word at all (every
+    token would be ``<unk>``) is refused with a ``ValueError`` that says how
+    often the most frequent word occurs, so a learner can pick a value that works.
     """
     check_int("min_freq", min_freq, 1, hint="a word must be seen this many times to get its own index")
-    vocab = build_vocab_from_iterator(_token_lists(paragraphs), min_freq=min_freq, specials=["<unk>"])
+    paragraphs = _token_lists(paragraphs)
+    vocab = build_vocab_from_iterator(paragraphs, min_freq=min_freq, specials=["<unk>"])
+    if len(vocab) == 1:  # only <unk>: every token of the corpus would map to it
+        counts = Counter(token for p in paragraphs for token in p if token != "<unk>")
+        if not counts:
+            raise ValueError(
+                f"paragraphs holds no word (got {len(paragraphs)} paragraphs with "
+                f"{sum(map(len, paragraphs))} tokens, none of them other than '<unk>'): "
+                "build the vocabulary from tokenized text (wikitext_paragraphs)."
+            )
+        word, most = counts.most_common(1)[0]
+        raise ValueError(
+            f"min_freq={min_freq} keeps no word of this corpus, so every token would be '<unk>': "
+            f"its most frequent word, {word!r}, occurs {most} times in {sum(map(len, paragraphs)):,} tokens. "
+            f"Use a min_freq of at most {most} (the post's 50 is meant for WikiText-2's two million "
+            "tokens; scale it down with the corpus)."
+        )
     vocab.set_default_index(vocab["<unk>"])
     return vocab
 
@@ -157,7 +176,7 @@ def cbow_pairs(paragraphs: Sequence, window: int = 8) -> tuple[torch.Tensor, tor
 
     A sample is a center position with ``window // 2`` tokens on each side, all
     from the same paragraph (positions too close to a paragraph's edge are
-    skipped, as in the post). Rows come in corpus order, like the post's
+    skipped, as in the post's notebook). Rows come in corpus order, like the post's
     generator.
 
     How, without a Python loop per sample: concatenate all paragraphs into one
@@ -203,7 +222,7 @@ def cbow_pairs_python(paragraphs: Sequence, window: int = 8) -> tuple[torch.Tens
         p = p.tolist()
         for i, center in enumerate(p):
             context = p[max(0, i - half) : i] + p[i + 1 : i + half + 1]
-            if len(context) == window:  # the post drops samples near a paragraph's edge
+            if len(context) == window:  # the post's notebook drops samples near a paragraph's edge
                 centers.append(center)
                 contexts.append(context)
     if not centers:

@@ -1,7 +1,7 @@
 """The command line of the War and Peace character models: preprocess, train, predict, evaluate.
 
-``python -m mllm_utils.charlm {preprocess,train,predict,evaluate}`` (or the
-``mllm-war-and-peace`` command): the post's three scripts as one command.
+``mllm-war-and-peace {preprocess,train,predict,evaluate}`` (or
+``python -m mllm_utils.charcli ...``): the post's three scripts as one command.
 ``train`` trains the LSTM of notebook 07 (resuming from an existing
 checkpoint); ``predict`` and ``evaluate`` take an LSTM or a transformer
 (notebook 10) checkpoint and tell which from the file itself.
@@ -38,6 +38,7 @@ from mllm_utils.checkpoints import (
     architecture_of,
     build_model,
     check_model_checkpoint,
+    check_writable_path,
     load_checkpoint,
 )
 
@@ -184,8 +185,11 @@ def _cmd_train(args) -> None:
     from mllm_utils.charlstm import CharLSTM, history_path, train
 
     torch.set_num_threads(args.threads) if args.threads else None
+    try:  # before the data and the first epoch: a folder or a path under a file could not be saved to
+        checkpoint_path = check_writable_path("--checkpoint", args.checkpoint)
+    except (OSError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
     itos, train_data, val_data = _data_for(args)
-    checkpoint_path = Path(args.checkpoint)
     if args.fresh and checkpoint_path.exists():
         print(f"--fresh: starting over (overwriting {checkpoint_path} after the first epoch)")
     torch.manual_seed(args.seed)
@@ -208,7 +212,7 @@ def _cmd_train(args) -> None:
 
 
 def _cmd_predict(args) -> None:
-    from mllm_utils.sampling import generate
+    from mllm_utils.generation import generate
 
     model, itos, _ = _model_for(args)
     prompt_ids = encode(tokenize(args.prompt), itos).tolist()
@@ -263,7 +267,7 @@ def _cmd_evaluate(args) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
-        prog="python -m mllm_utils.charlm", allow_abbrev=False,
+        prog="mllm-war-and-peace", allow_abbrev=False,
         description="The War and Peace character models (notebooks 07 and 10): preprocess the novel, "
         "train the LSTM (resuming from an existing checkpoint), sample, evaluate.",
     )  # fmt: skip
@@ -350,7 +354,7 @@ def _with_flags(message: str, parser: argparse.ArgumentParser, command: str) -> 
 
 
 def main(argv=None) -> None:
-    """The command line: ``python -m mllm_utils.charlm {preprocess,train,predict,evaluate}``.
+    """The command line: ``mllm-war-and-peace {preprocess,train,predict,evaluate}``.
 
     Introduced in notebook 07.
     """

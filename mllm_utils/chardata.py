@@ -325,7 +325,7 @@ def stream_batches(data: torch.Tensor, batch_size: int, seq_len: int, offset: in
 
 
 def _rerun(folder: Path) -> str:
-    return f"re-run `python -m mllm_utils.charlm preprocess --data {folder}`"
+    return f"re-run `mllm-war-and-peace preprocess --data {folder}`"
 
 
 def save_data_dir(folder, itos: list[str], train_data: torch.Tensor, val_data: torch.Tensor) -> None:

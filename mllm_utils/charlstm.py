@@ -40,6 +40,7 @@ from mllm_utils.checkpoints import (
     atomic_write_text,
     build_model,
     check_model_checkpoint,
+    check_writable_path,
     load_checkpoint,
     new_checkpoint,
     save_checkpoint,
@@ -248,6 +249,8 @@ def train(
     if not isinstance(model, CharLSTM):
         raise TypeError(f"model must be a CharLSTM (for a TransformerLM use transformer.train), got {describe(model)}")
     checkpoint_path = check_path("checkpoint_path", checkpoint_path, none_ok=True)
+    if checkpoint_path is not None:  # a folder, or a path under a file: say so now, not after the first epoch
+        check_writable_path("checkpoint_path", checkpoint_path)
     check_int("epochs", epochs, 1, hint="the total number of passes over the training text")
     check_bool("carry_state", carry_state)
     check_int("val_seq_len", val_seq_len, 1)

@@ -49,6 +49,7 @@ __all__ = [
     "atomic_write_text",
     "build_model",
     "check_model_checkpoint",
+    "check_writable_path",
     "load_checkpoint",
     "load_file",
     "load_weights",
@@ -63,7 +64,7 @@ LSTM = "lstm"
 TRANSFORMER = "decoder-only-transformer"
 NAMES = {LSTM: "an LSTM", TRANSFORMER: "a transformer"}
 LOADERS = {
-    LSTM: "mllm_utils.charlstm.load_model (or charlm.load_model)",
+    LSTM: "mllm_utils.charlstm.load_model",
     TRANSFORMER: "mllm_utils.transformer.load_model",
 }
 _LEGACY_MAGIC = b"\x80\x02\x8a\nl\xfc\x9cF\xf9 j\xa8P\x19"  # torch.save's pre-zip format starts so
@@ -136,6 +137,28 @@ def _process_runs(pid: int) -> bool:
     return True
 
 
+def check_writable_path(name: str, path) -> Path:
+    """``path`` as a ``Path``, refused at once if no file can be written there; ``name`` is the argument's.
+
+    Raises ``IsADirectoryError`` when ``path`` is a folder and ``NotADirectoryError``
+    when a folder on its way is a file (``run.pt/model.pt`` beside an existing
+    ``run.pt``), so that a training run learns it before its first epoch, not
+    when it first saves. Folders that do not exist yet are fine: writing creates them.
+    """
+    path = check_path(name, path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{name}={str(path)!r} is a folder: give a file name in it, e.g. {path / 'model.pt'}")
+    for parent in path.parents:
+        if parent.is_dir():
+            break
+        if parent.exists():
+            raise NotADirectoryError(
+                f"{name}={str(path)!r} lies inside {str(parent)!r}, which is a file, not a folder: nothing can be "
+                f"saved under it; choose another path, e.g. {parent.parent / path.name}"
+            )
+    return path
+
+
 def atomic_write(path, write) -> None:
     """Call ``write(f)`` on a temporary file in the same folder, then rename it over ``path``.
 
@@ -143,9 +166,7 @@ def atomic_write(path, write) -> None:
     old file or the new one, never half of one. Stale temporary files of
     ``path`` are removed first; this write's own is removed if it fails.
     """
-    path = check_path("path", path)
-    if path.is_dir():
-        raise IsADirectoryError(f"{path} is a folder: give a file name, e.g. {path / 'model.pt'}")
+    path = check_writable_path("path", path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{_temporary_prefix(path)}{os.getpid()}.", suffix=".tmp")
@@ -211,7 +232,7 @@ def save_checkpoint(checkpoint: dict, path) -> None:
     """
     if not isinstance(checkpoint, dict):
         raise TypeError(f"checkpoint must be a dict (state dicts and plain data), got {describe(checkpoint)}")
-    path = check_path("path", path)
+    path = check_writable_path("path", path)
     _check_plain(checkpoint, "checkpoint")
     _check_vocab_size(checkpoint, "save_checkpoint")
     atomic_write(path, lambda f: torch.save(checkpoint, f))
@@ -281,7 +302,7 @@ def load_file(path, map_location="cpu"):
         raise CheckpointError(f"{path} is a folder, not a checkpoint file: name the .pt file inside it")
     if not path.is_file():
         raise FileNotFoundError(
-            f"no checkpoint at {path}: train one with `python -m mllm_utils.charlm train "
+            f"no checkpoint at {path}: train one with `mllm-war-and-peace train "
             f"--checkpoint {path}` or leave --checkpoint out to use the shipped model"
         )
     if path.stat().st_size == 0:
@@ -302,7 +323,7 @@ def load_file(path, map_location="cpu"):
         raise UnsafeCheckpointError(
             f"refused to load {path}: it holds Python objects beyond tensors and plain data, and "
             "unpickling them could run arbitrary code. Only load checkpoints written by "
-            "mllm_utils.charlm (state dicts, lists, dicts, numbers, strings); if you trust the "
+            "mllm_utils.checkpoints (state dicts, lists, dicts, numbers, strings); if you trust the "
             f"file's source, re-save its state_dict. Details: {exc}"
         ) from exc
     except (RuntimeError, EOFError, KeyError, ValueError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
@@ -321,7 +342,7 @@ def load_checkpoint(path, map_location="cpu") -> dict:
     if not isinstance(checkpoint, dict) or checkpoint.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(
             f"{path} is not a character-model checkpoint (expected a dict with format "
-            f"{CHECKPOINT_FORMAT!r}); was it written by mllm_utils.charlm?"
+            f"{CHECKPOINT_FORMAT!r}); was it written by mllm_utils.checkpoints.save_checkpoint?"
         )
     return checkpoint
 
@@ -356,7 +377,7 @@ def check_model_checkpoint(checkpoint: dict, architecture: str, path) -> dict:
         if not isinstance(checkpoint.get(key), kind):
             raise CheckpointError(
                 f"{path} has no {key!r} {kind.__name__}: it is not a complete model checkpoint "
-                "(was it written by charlm.train, transformer.train or save_model?)"
+                "(was it written by charlstm.train, transformer.train or save_model?)"
             )
     try:
         check_itos(f"{path}'s itos", checkpoint["itos"])

@@ -7,6 +7,12 @@ message of three parts: what was expected, what came, and a hint. A wrong *kind*
 because a function forgot to ``return``, a string where a number belongs) is reported the same way,
 never as a Python type error from inside the checker.
 
+The checkers compare real values only, so that an answer cannot decide its own check: tensors must be
+plain ``torch.Tensor`` (a subclass is refused), compared with every ``__torch_function__`` override and
+mode switched off; arrays plain ``numpy.ndarray`` with numbers in them; containers exactly ``list``,
+``tuple`` and ``dict``; scalars Python's or NumPy's own. An object that defines its own ``==`` is refused,
+never asked.
+
     check_shape("logits", logits, (B, T, V))          # None in the shape matches any size
     check_close("loss", loss, 2.3026, atol=1e-3)      # numbers and arrays, up to tolerance
     check_equal("tokens", tokens, ["the", "cat"])     # exact: lists, strings, ints, bools, integer tensors
@@ -59,15 +65,57 @@ def _missing_hint(got) -> str | None:
     return None
 
 
+_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)
+_SCALAR_TYPES = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device)
+_NUMPY_SCALARS = tuple({t for t in np.sctypeDict.values() if isinstance(t, type) and issubclass(t, np.generic)})
+_no_overrides = torch._C.DisableTorchFunction  # subclasses' __torch_function__ and active modes, both off
+
+
+def _plain(value) -> bool:
+    """True when ``value`` is made only of types whose comparisons the student cannot change."""
+    kind = type(value)
+    if kind in _TENSOR_TYPES:
+        return True
+    if kind is np.ndarray:
+        return value.dtype != object
+    if kind in _SCALAR_TYPES or kind in _NUMPY_SCALARS:
+        return True
+    if kind in (list, tuple, torch.Size):
+        return all(_plain(item) for item in value)
+    if kind is dict:
+        return all(_plain(k) and _plain(v) for k, v in value.items())
+    return False
+
+
+def _refuse_unplain(name: str, got, hint: str | None) -> None:
+    if not _plain(got):
+        what = "plain values (a torch.Tensor, a NumPy array, a list, tuple or dict of numbers or strings)"
+        _fail(name, f"the result contains a {type(got).__name__} object, which the check cannot compare",
+              what, _describe(got), _missing_hint(got) or hint or "return plain tensors, arrays, lists or numbers")
+
+
+def _to_numpy(value):
+    """A plain value as an array (tensors detached to the CPU, with every override off)."""
+    if type(value) in _TENSOR_TYPES:
+        with _no_overrides():
+            return value.detach().cpu().numpy()
+    return np.asarray(value)
+
+
 def _as_float_tensor(name: str, value, role: str, hint: str | None) -> torch.Tensor:
     """Turn a number, list, array or tensor into a float64 tensor, or fail with a clear message."""
+    if isinstance(value, torch.Tensor | np.ndarray | list | tuple) and not _plain(value):
+        _refuse_unplain(name, value, hint)
     if isinstance(value, torch.Tensor):
-        if value.is_complex():
-            _fail(name, f"the {role} is complex", "real numbers", _describe(value), hint)
-        return value.detach().to("cpu", torch.float64)
+        with _no_overrides():
+            if value.is_complex():
+                _fail(name, f"the {role} is complex", "real numbers", _describe(value), hint)
+            return value.detach().to("cpu", torch.float64)
     if isinstance(value, bool) or not isinstance(value, numbers.Number | np.ndarray | list | tuple):
         what = "numbers (a tensor, an array, a list or a number)"
         _fail(name, f"the {role} is not made of numbers", what, _describe(value), _missing_hint(value) or hint)
+    if not _plain(value):
+        _refuse_unplain(name, value, hint)
     try:
         return torch.as_tensor(np.asarray(value, dtype=np.float64))
     except (TypeError, ValueError) as error:  # ragged lists, strings inside a list
@@ -77,6 +125,8 @@ def _as_float_tensor(name: str, value, role: str, hint: str | None) -> torch.Ten
 
 
 def _shape_of(value) -> tuple | None:
+    if not _plain(value):
+        return None
     if isinstance(value, torch.Tensor | np.ndarray):
         return tuple(value.shape)
     if isinstance(value, list | tuple):
@@ -92,7 +142,11 @@ def check_shape(name: str, got, shape, hint: str | None = None) -> None:
 
     ``got`` may be a tensor, an array or a (nested, rectangular) list.
     """
+    if not isinstance(shape, tuple | list) or not all(s is None or type(s) is int for s in shape):
+        raise TypeError(f"check_shape: shape must be a tuple of ints (None for any size), got {shape!r}; "
+                        f"write (2,) for one axis of size 2")
     expected = tuple(shape)
+    _refuse_unplain(name, got, hint)
     actual = _shape_of(got)
     if actual is None:
         _fail(name, "has no shape", f"something of shape {expected}", _describe(got),
@@ -123,9 +177,10 @@ def check_close(name: str, got, expected, atol: float = 1e-5, rtol: float = 1e-4
     if got_t.numel() == 0:
         print(f"{name}: matches (empty)")
         return
-    diff = (got_t - exp_t).abs()
-    close = diff <= atol + rtol * exp_t.abs()
-    if not bool(close.all()):
+    with _no_overrides():
+        diff = (got_t - exp_t).abs()
+        close = bool((diff <= atol + rtol * exp_t.abs()).all())
+    if not close:
         worst = int(torch.nan_to_num(diff, nan=math.inf).argmax())
         where = "" if got_t.dim() == 0 else f" at index {tuple(int(i) for i in np.unravel_index(worst, got_t.shape))}"
         largest = diff.flatten()[worst].item()
@@ -136,24 +191,23 @@ def check_close(name: str, got, expected, atol: float = 1e-5, rtol: float = 1e-4
 
 
 def _equal(got, expected) -> bool:
+    """Equality of plain values only (see the module's docstring): nothing the student defined is asked."""
+    if not (_plain(got) and _plain(expected)):
+        return False
     if isinstance(got, torch.Tensor | np.ndarray) or isinstance(expected, torch.Tensor | np.ndarray):
         try:
-            g, e = np.asarray(_plain(got)), np.asarray(_plain(expected))
+            g, e = _to_numpy(got), _to_numpy(expected)
         except (TypeError, ValueError):
             return False
         return g.shape == e.shape and bool((g == e).all())
-    if isinstance(got, list | tuple) and isinstance(expected, list | tuple):
+    if type(got) in (list, tuple, torch.Size) and type(expected) in (list, tuple, torch.Size):
         return len(got) == len(expected) and all(_equal(g, e) for g, e in zip(got, expected, strict=True))
-    if isinstance(got, dict) and isinstance(expected, dict):
+    if type(got) is dict and type(expected) is dict:
         return got.keys() == expected.keys() and all(_equal(got[k], expected[k]) for k in expected)
+    if type(got) in (list, tuple, torch.Size, dict) or type(expected) in (list, tuple, torch.Size, dict):
+        return False
     result = got == expected
     return result if isinstance(result, bool) else bool(np.all(result))
-
-
-def _plain(value):
-    if isinstance(value, torch.Tensor):
-        return value.detach().cpu().numpy()
-    return value
 
 
 def check_equal(name: str, got, expected, hint: str | None = None) -> None:

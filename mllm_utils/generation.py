@@ -2,8 +2,9 @@
 :func:`generate_refeed` re-feeds the whole text each step (the slow reference it is measured against).
 
 Each step picks the next token with :mod:`mllm_utils.sampling` (greedy, or a seeded draw after
-temperature, top-k and top-p). Both are importable from ``mllm_utils.sampling`` too, where the notebooks
-call them. Introduced in notebook 06; notebooks 07 and 10 generate text with them.
+temperature, top-k and top-p); that module imports nothing from this one. Notebooks import these two
+functions from here (``from mllm_utils.generation import generate``). Introduced in notebook 06;
+notebooks 07 and 10 generate text with them.
 """
 
 from __future__ import annotations

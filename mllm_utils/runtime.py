@@ -74,29 +74,59 @@ def device() -> torch.device:
     return torch.device("cpu")
 
 
-def start(quick_time: str, full_time: str, seed: int = 0) -> str:
+def _check_time(name: str, value: str) -> str:
+    """A time estimate is one phrase: one level of parentheses at most, no full stop at the end."""
+    check_str(name, value, empty_ok=False, hint="how long the notebook takes, e.g. 'about 1 minute on a CPU'")
+    depth = 0
+    for char in value:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth < 0 or depth > 1:
+            break
+    if depth != 0 or "\n" in value or value.rstrip().endswith("."):
+        raise ValueError(
+            f"{name} must be one phrase on one line, with balanced parentheses that do not nest and no "
+            f"full stop at the end (start() prints it inside a sentence), got {value!r}"
+        )
+    return value
+
+
+def start(quick_time: str, full_time: str | None = None, seed: int = 0) -> str:
     """Seed everything, choose the run size and print what a learner should expect.
 
     Parameters
     ----------
     quick_time, full_time:
         How long the whole notebook takes at each size, e.g. ``"under 1 minute on
-        a 2-core CPU"`` and ``"about 20 minutes on a GPU"``.
+        a 2-core CPU"`` and ``"about 20 minutes on a GPU"``: one phrase each, at
+        most one level of parentheses, no full stop. ``full_time=None`` says the
+        notebook has one size only (it never reads the run size): then
+        ``quick_time`` is its time at either size, and no switch is offered.
     seed:
         The seed for Python, NumPy and PyTorch.
 
+    Prints three lines: the size and why, the expected time, and either how to
+    switch to the other size (with its time) or that the notebook has one size.
     Returns ``"quick"`` or ``"full"``.
     """
-    for name, value in (("quick_time", quick_time), ("full_time", full_time)):
-        check_str(name, value, empty_ok=False, hint="how long the notebook takes, e.g. 'about 1 minute on a CPU'")
+    _check_time("quick_time", quick_time)
+    if full_time is not None:
+        _check_time("full_time", full_time)
     seed_everything(seed)
     size = run_size()
-    other = "full" if size == "quick" else "quick"
     print(f"Run size: {size} ({_size_reason()}), seed {seed}")
+    if full_time is None:
+        other = "full" if size == "quick" else "quick"
+        print(f"Expected time: {quick_time}")
+        print(
+            f"This notebook has one size only: the {other} size ({QUICK_ENV}={'0' if other == 'full' else '1'}) "
+            "runs the same settings."
+        )
+        return size
+    other, other_time = ("full", full_time) if size == "quick" else ("quick", quick_time)
     print(f"Expected time: {quick_time if size == 'quick' else full_time}")
     print(
-        f"For the {other} size ({full_time if other == 'full' else quick_time}), set "
-        f"{QUICK_ENV}={'0' if other == 'full' else '1'} in the environment and restart the kernel."
+        f"{other.capitalize()} size: {other_time}. To run it, set {QUICK_ENV}={'0' if other == 'full' else '1'} "
+        "in the environment and restart the kernel."
     )
     return size
 

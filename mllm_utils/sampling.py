@@ -15,9 +15,9 @@ vocabulary entry. This module turns those scores into a choice:
   :func:`draw` makes the draw: one uniform number per row from
   ``torch.rand``, looked up in the cumulative probabilities (inverse-CDF
   sampling);
-* :func:`generate` runs a model token by token, carrying its state, and
-  :func:`generate_refeed` is the slow reference that re-feeds the whole text
-  (both in :mod:`mllm_utils.generation`, importable from here).
+* running a model token by token (``generate``, ``generate_refeed``) is the
+  job of :mod:`mllm_utils.generation`, which builds on this module (this
+  module imports nothing from it).
 
 Every function works on the last dimension of a ``(..., V)`` tensor, so one
 row, a batch ``(B, V)`` or a model output ``(B, T, V)`` all work.
@@ -28,12 +28,18 @@ Conventions and decisions
   distribution that top-k left), then one draw with :func:`draw`.
 * Draws by inverse CDF, not ``torch.multinomial``: with the same seeded
   generator, ``torch.multinomial`` has drawn other tokens in other PyTorch
-  releases (2.4 and 2.11 differ), while ``torch.rand`` gives the same numbers,
-  so a seeded sample reads the same on every supported PyTorch (on the CPU).
+  releases (2.4 and 2.11 differ), while ``torch.rand`` gave the same numbers
+  on every release the course's CI checks (2.4, 2.11 and 2.13, on a CPU), so a
+  seeded sample reads the same on all of them.
 * ``temperature`` must be a finite number > 0. ``T < 1`` sharpens the
   distribution (towards greedy), ``T > 1`` flattens it (towards uniform).
   ``T = 0`` is *not* accepted as a spelling of greedy decoding: call
-  :func:`greedy` (or ``generate(..., greedy=True)``) to say so explicitly.
+  :func:`greedy` (or ``generation.generate(..., greedy=True)``) to say so
+  explicitly. Nor is a temperature so small that it rounds to 0 (or to a
+  subnormal number) in the logits' dtype, e.g. ``1e-50`` for float32 logits:
+  dividing by it would give NaN, or silently greedy. The error says so; the
+  smallest accepted value is ``torch.finfo(dtype).tiny`` (about ``1.2e-38``
+  for float32; half-precision logits are tempered in float32).
 * Ties in top-k: every token whose logit equals the k-th largest is kept, so
   top-k keeps exactly ``k`` tokens when the k-th and (k+1)-th logits differ and
   more when they tie. Dropping one of two equally likely tokens would be an
@@ -63,8 +69,6 @@ __all__ = [
     "apply_temperature",
     "distribution",
     "draw",
-    "generate",
-    "generate_refeed",
     "greedy",
     "sample",
     "top_k_logits",
@@ -100,7 +104,7 @@ def _check_temperature(temperature) -> float:
     if not math.isfinite(temperature) or temperature <= 0:
         raise ValueError(
             f"temperature must be a finite number > 0, got {temperature!r}. For greedy decoding "
-            "(the limit T -> 0) call greedy(logits) or generate(..., greedy=True)."
+            "(the limit T -> 0) call greedy(logits) or generation.generate(..., greedy=True)."
         )
     return float(temperature)
 
@@ -145,14 +149,26 @@ def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     ``T`` from overflowing to ``+inf`` (the largest entry is always 0).
     ``-inf`` entries stay ``-inf``.
 
-    Raises ``ValueError`` for ``T <= 0`` or non-finite ``T``.
-    Introduced in notebook 06.
+    Raises ``ValueError`` for ``T <= 0``, non-finite ``T``, and ``T`` below
+    ``torch.finfo(dtype).tiny`` for the logits' dtype (it would round to 0 or
+    lose its precision in the division). Half-precision logits come back as
+    float32. Introduced in notebook 06.
     """
     _check_logits(logits)
     return _temperature(logits, _check_temperature(temperature))
 
 
 def _temperature(logits, temperature):
+    if logits.dtype in (torch.float16, torch.bfloat16):
+        logits = logits.float()  # a half-precision temperature below 6e-5 would already be subnormal
+    tiny = torch.finfo(logits.dtype).tiny
+    if temperature < tiny:
+        raise ValueError(
+            f"temperature={temperature!r} is too small for {str(logits.dtype).removeprefix('torch.')} logits: "
+            f"it rounds to 0 (or loses its precision) in that dtype, so the division would give NaN or a "
+            f"silently greedy choice. Use a temperature of at least {tiny:.1e}, or call greedy(logits) "
+            "(generation.generate(..., greedy=True)) for the limit T -> 0."
+        )
     top = logits.amax(dim=-1, keepdim=True)
     return (logits - top) / temperature
 
@@ -229,9 +245,7 @@ def distribution(
         top_k = _check_k(top_k, logits.shape[-1])
     if top_p is not None:
         top_p = _check_p(top_p)
-    z = _temperature(logits, temperature)
-    if z.dtype in (torch.float16, torch.bfloat16):
-        z = z.float()  # softmax and the draw want a wider type
+    z = _temperature(logits, temperature)  # half precision comes back as float32: softmax and the draw want it
     if top_k is not None:
         z = _top_k(z, top_k)
     if top_p is not None:
@@ -268,7 +282,8 @@ def sample(
     device). ``top_k=None`` / ``top_p=None`` switch those filters off.
 
     Raises ``ValueError`` for ``temperature <= 0`` (use :func:`greedy` for
-    greedy decoding), ``top_k`` outside ``1..V``, ``top_p`` outside ``(0, 1]``
+    greedy decoding) or too small for the logits' dtype (see
+    :func:`apply_temperature`), ``top_k`` outside ``1..V``, ``top_p`` outside ``(0, 1]``
     and logits that are NaN, ``+inf`` or all ``-inf`` in a row.
     Introduced in notebook 06.
     """
@@ -288,7 +303,8 @@ def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch
     with ``generator``, and the first index whose cumulative probability
     exceeds ``u`` times the row's total (so rows need not sum exactly to 1).
     Zero-probability entries are never drawn. Unlike ``torch.multinomial``,
-    the same seed gives the same draws on every supported PyTorch release.
+    the same seed gave the same draws on every PyTorch release the course's CI
+    checks (2.4, 2.11 and 2.13, on a CPU).
     ``probs`` must be finite and non-negative with a positive sum in each row;
     ``generator`` must live on ``probs``' device. Introduced in notebook 06.
     """
@@ -314,14 +330,7 @@ def _draw(probs, generator):
     flat = probs.reshape(-1, probs.shape[-1])
     # Cumulative sums in float64, so the lookup does not depend on float32 rounding of the running sum.
     cdf = flat.double().cumsum(dim=-1)
-    u = torch.rand(flat.shape[0], 1, generator=generator, device=flat.device)  # same numbers on every release
+    u = torch.rand(flat.shape[0], 1, generator=generator, device=flat.device)  # not multinomial: see the module notes
     target = u.double() * cdf[:, -1:]
     index = torch.searchsorted(cdf, target, right=True).clamp_(max=flat.shape[-1] - 1)
     return index.reshape(probs.shape[:-1])
-
-
-# -------------------------------------------------------------- generation
-
-# Running a model token by token lives in mllm_utils.generation; the notebooks call it through this
-# module (sampling.generate), so the names stay here too.
-from mllm_utils.generation import generate, generate_refeed  # noqa: E402

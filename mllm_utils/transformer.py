@@ -12,7 +12,7 @@ that tests and ``benchmarks/bench_kv_cache.py`` can use it:
 * a final layer norm and a linear head to one logit per vocabulary entry.
 
 ``forward(x, state=None) -> (logits, state)`` follows the contract of
-:func:`mllm_utils.sampling.generate`: ``x`` is ``(B, T)`` token ids, ``logits`` is
+:func:`mllm_utils.generation.generate`: ``x`` is ``(B, T)`` token ids, ``logits`` is
 ``(B, T, vocab_size)`` and ``state`` is the key/value cache, a tuple with one
 ``(keys, values)`` pair per block, each ``(B, num_heads, cached_len, head_dim)``.
 Feeding one new token with the cache costs one token's work instead of
@@ -42,6 +42,7 @@ from mllm_utils.checkpoints import (
     TRANSFORMER,
     build_model,
     check_model_checkpoint,
+    check_writable_path,
     load_checkpoint,
     new_checkpoint,
     save_checkpoint,
@@ -302,6 +303,8 @@ def train(
     if not isinstance(model, TransformerLM):
         raise TypeError(f"model must be a TransformerLM (for a CharLSTM use charlstm.train), got {describe(model)}")
     checkpoint_path = check_path("checkpoint_path", checkpoint_path, none_ok=True)
+    if checkpoint_path is not None:  # a folder, or a file in the way, is refused now, not at the first save
+        check_writable_path("checkpoint_path", checkpoint_path)
     check_int("steps", steps, 1, hint="the number of training batches")
     check_int("seq_len", seq_len, 1, model.context_len, none_ok=True, hint="at most the model's context_len")
     seq_len = model.context_len if seq_len is None else seq_len

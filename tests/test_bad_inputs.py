@@ -30,6 +30,7 @@ from mllm_utils import (
     chartrain,
     checkpoints,
     data,
+    generation,
     rnn,
     runtime,
     sampling,
@@ -148,6 +149,9 @@ CASES = [
     Case("cbow", "build_vocab of untokenized lines", lambda c: cbow.build_vocab(["a b", "c"], 1), TypeError,
          "paragraphs[0]"),
     Case("cbow", "build_vocab of one str", lambda c: cbow.build_vocab("a b c", 1), TypeError, "paragraphs"),
+    Case("cbow", "build_vocab min_freq keeps no word", lambda c: cbow.build_vocab([["a", "b", "a"]]), ValueError,
+         "min_freq=50"),
+    Case("cbow", "build_vocab of no paragraphs", lambda c: cbow.build_vocab([], min_freq=1), ValueError, "paragraphs"),
     Case("cbow", "encode_paragraphs vocab a dict", lambda c: cbow.encode_paragraphs([["a"]], {"a": 0}), TypeError,
          "vocab"),
     Case("cbow", "encode_paragraphs untokenized", lambda c: cbow.encode_paragraphs(["a b"], c.vocab), TypeError,
@@ -258,6 +262,8 @@ CASES = [
          ValueError, "vocab_size"),
     Case("checkpoints", "save onto a folder", lambda c: checkpoints.save_checkpoint({}, c.tmp), IsADirectoryError,
          "folder"),
+    Case("checkpoints", "save under a file", lambda c: checkpoints.save_checkpoint({}, _file(c, "f", b"x") / "m.pt"),
+         NotADirectoryError, "path="),
     Case("checkpoints", "load path=None", lambda c: checkpoints.load_checkpoint(None), TypeError, "path"),
     Case("checkpoints", "load missing", lambda c: checkpoints.load_checkpoint(c.tmp / "no.pt"), FileNotFoundError,
          "no checkpoint"),
@@ -349,6 +355,8 @@ CASES = [
     Case("charlstm", "train a transformer", lambda c: _lstm_train(c, model=c.tlm), TypeError, "model"),
     Case("charlstm", "train checkpoint_path=3", lambda c: _lstm_train(c, checkpoint_path=3), TypeError,
          "checkpoint_path"),
+    Case("charlstm", "train checkpoint_path a folder", lambda c: _lstm_train(c, checkpoint_path=c.tmp),
+         IsADirectoryError, "checkpoint_path="),
     Case("charlstm", "train text too short for the batch", lambda c: _lstm_train(c, batch_size=500), ValueError,
          "batch_size"),
     Case("charlstm", "train val_seq_len too long", lambda c: _lstm_train(c, val_seq_len=10_000), ValueError,
@@ -389,21 +397,28 @@ CASES = [
     Case("runtime", "seed_everything(2**33)", lambda c: runtime.seed_everything(2**33), ValueError, "seed"),
     Case("runtime", "start(None, ...)", lambda c: runtime.start(None, "1 h"), TypeError, "quick_time"),
     Case("runtime", "start('', ...)", lambda c: runtime.start("1 min", ""), ValueError, "full_time"),
+    Case("runtime", "start with nested parentheses", lambda c: runtime.start("1 min (on a CPU (2 cores))"),
+         ValueError, "quick_time"),
     Case("runtime", "MLLM_QUICK=yes", lambda c: c.env("MLLM_QUICK", "yes", runtime.run_size), ValueError,
          "MLLM_QUICK"),
-    # ------------------------------------------------------------------ sampling (checked there already)
-    Case("sampling", "generate length=-1", lambda c: sampling.generate(c.lstm, [1], -1), ValueError, "length"),
-    Case("sampling", "generate temperature=0", lambda c: sampling.generate(c.lstm, [1], 3, temperature=0), ValueError,
-         "temperature"),
-    Case("sampling", "generate top_k=0", lambda c: sampling.generate(c.lstm, [1], 3, top_k=0), ValueError, "top_k"),
-    Case("sampling", "generate top_p=1.5", lambda c: sampling.generate(c.lstm, [1], 3, top_p=1.5), ValueError,
+    # ------------------------------------------------------------------ generation (checked there already)
+    Case("generation", "generate length=-1", lambda c: generation.generate(c.lstm, [1], -1), ValueError, "length"),
+    Case("generation", "generate temperature=0", lambda c: generation.generate(c.lstm, [1], 3, temperature=0),
+         ValueError, "temperature"),
+    Case("generation", "generate top_k=0", lambda c: generation.generate(c.lstm, [1], 3, top_k=0), ValueError, "top_k"),
+    Case("generation", "generate top_p=1.5", lambda c: generation.generate(c.lstm, [1], 3, top_p=1.5), ValueError,
          "top_p"),
-    Case("sampling", "generate greedy='yes'", lambda c: sampling.generate(c.lstm, [1], 3, greedy="yes"), TypeError,
-         "greedy"),
-    Case("sampling", "generate prompt ids beyond the vocab", lambda c: sampling.generate(c.lstm, [9], 3), ValueError,
-         "x holds token ids"),
-    Case("sampling", "generate with the transformer past its context",
-         lambda c: sampling.generate(c.tlm, [1] * 8, 3), ValueError, "context_len"),
+    Case("generation", "generate greedy='yes'", lambda c: generation.generate(c.lstm, [1], 3, greedy="yes"),
+         TypeError, "greedy"),
+    Case("generation", "generate prompt ids beyond the vocab", lambda c: generation.generate(c.lstm, [9], 3),
+         ValueError, "x holds token ids"),
+    Case("generation", "generate with the transformer past its context",
+         lambda c: generation.generate(c.tlm, [1] * 8, 3), ValueError, "context_len"),
+    # ------------------------------------------------------------------ sampling
+    Case("sampling", "sample temperature=1e-50 (float32 logits)",
+         lambda c: sampling.sample(torch.tensor([1.0, 2.0]), temperature=1e-50), ValueError, "temperature=1e-50"),
+    Case("generation", "generate temperature=1e-50",
+         lambda c: generation.generate(c.lstm, [1], 3, temperature=1e-50), ValueError, "temperature=1e-50"),
     # ------------------------------------------------------------------ text
     Case("text", "basic_english(None)", lambda c: text.basic_english(None), TypeError, "takes a str"),
     Case("text", "get_tokenizer('spacy')", lambda c: text.get_tokenizer("spacy"), ValueError, "tokenizer"),
@@ -483,6 +498,8 @@ CASES = [
     Case("transformer", "train seq_len past the context", lambda c: _tlm_train(c, seq_len=1000), ValueError,
          "seq_len"),
     Case("transformer", "train eval_every=0", lambda c: _tlm_train(c, eval_every=0), ValueError, "eval_every"),
+    Case("transformer", "train checkpoint_path a folder", lambda c: _tlm_train(c, checkpoint_path=c.tmp),
+         IsADirectoryError, "checkpoint_path="),
     Case("transformer", "train eval_tokens=3", lambda c: _tlm_train(c, eval_tokens=3), ValueError, "eval_tokens"),
     Case("transformer", "train clip=-1", lambda c: _tlm_train(c, clip=-1), ValueError, "clip"),
     Case("transformer", "train an LSTM", lambda c: _tlm_train(c, model=c.lstm), TypeError, "model"),
@@ -550,6 +567,9 @@ CLI = [
     ("train a transformer checkpoint", ["train", "--text", "{small}", "--checkpoint", "{transformer}"],
      "--checkpoint"),
     ("train a corrupt checkpoint", ["train", "--text", "{small}", "--checkpoint", "{junk}"], "--checkpoint"),
+    ("train --checkpoint a folder", ["train", "--text", "{small}", "--checkpoint", "{partial}"], "--checkpoint="),
+    ("train --checkpoint under a file", ["train", "--text", "{small}", "--checkpoint", "{junk}/m.pt"],
+     "--checkpoint="),
     ("predict --length 0", ["predict", "--length", "0"], "--length"),
     ("predict --k 0", ["predict", "--k", "0"], "--k"),
     ("predict --p 1.5", ["predict", "--p", "1.5"], "--p"),
@@ -629,7 +649,7 @@ def test_a_bad_call_is_a_clear_error(case, c):
 
 def test_an_empty_prompt_is_named_as_such(c):
     with pytest.raises(ValueError, match="prompt_ids is empty"):
-        sampling.generate(c.lstm, [], 3)
+        generation.generate(c.lstm, [], 3)
 
 
 @pytest.mark.parametrize(("name", "argv", "says"), CLI, ids=[row[0] for row in CLI])
@@ -654,8 +674,8 @@ def test_a_bad_command_line_is_one_clear_line_with_status_2(name, argv, says, c,
 
 def test_the_table_covers_every_module_and_the_command_line():
     modules = {case.module for case in CASES}
-    assert modules == {"attention", "cbow", "chardata", "checkpoints", "chartrain", "charlstm", "data", "rnn",
-                       "runtime", "sampling", "text", "train", "transformer", "wikitext"}  # fmt: skip
+    assert modules == {"attention", "cbow", "chardata", "checkpoints", "chartrain", "charlstm", "data", "generation",
+                       "rnn", "runtime", "sampling", "text", "train", "transformer", "wikitext"}  # fmt: skip
     assert len(CASES) + len(CLI) >= 150
     assert len({_row_id(case) for case in CASES}) == len(CASES)  # every row is a different mistake
     assert all(issubclass(case.error, (ValueError, TypeError, OSError, RuntimeError, KeyError, pickle.PickleError))

@@ -48,6 +48,18 @@ def test_build_vocab_keeps_frequent_words_and_maps_the_rest_to_unk():
         build_vocab(paragraphs, min_freq=0)
 
 
+def test_build_vocab_refuses_a_min_freq_that_keeps_no_word():
+    # The default min_freq=50 on a small corpus would make every token <unk>: the error says what works.
+    paragraphs = [["the", "cat", "sat"], ["the", "dog", "<unk>", "<unk>", "<unk>"], ["the", "end"]]
+    with pytest.raises(ValueError, match="min_freq=50") as err:
+        build_vocab(paragraphs)
+    message = str(err.value)
+    assert "'the', occurs 3 times in 10 tokens" in message and "at most 3" in message
+    assert build_vocab(paragraphs, min_freq=3).get_itos() == ["<unk>", "the"]  # the advice works
+    with pytest.raises(ValueError, match="paragraphs holds no word"):
+        build_vocab([["<unk>", "<unk>"]], min_freq=1)
+
+
 def test_pairs_of_one_paragraph_by_hand():
     contexts, centers = cbow_pairs([list(range(10, 17))], window=4)
     assert centers.tolist() == [12, 13, 14]

@@ -1,4 +1,4 @@
-"""The command line of the character models (mllm_utils.charcli, run as python -m mllm_utils.charlm)."""
+"""The command line of the character models (mllm_utils.charcli: the mllm-war-and-peace command)."""
 
 import os
 import subprocess
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mllm_utils import charcli, chardata, charlm, charlstm, checkpoints
+from mllm_utils import charcli, chardata, charlstm, checkpoints
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL_TEXT = (
@@ -66,11 +66,11 @@ def test_predict_help_is_what_notebook_07_prints(capsys):
     """Notebook 07 prints these lines of `predict --help` (nbval compares them)."""
     lines = [line for line in _help(capsys, "predict").splitlines() if "--" in line and "help" not in line]
     assert lines == [
-        "usage: python -m mllm_utils.charlm predict [-h] [--checkpoint CHECKPOINT]",
-        "                                           [--method {greedy,temperature,top-k,top-p}]",
-        "                                           [--prompt PROMPT] [--length LENGTH]",
-        "                                           [--temperature TEMPERATURE] [--k K]",
-        "                                           [--p P] [--seed SEED]",
+        "usage: mllm-war-and-peace predict [-h] [--checkpoint CHECKPOINT]",
+        "                                  [--method {greedy,temperature,top-k,top-p}]",
+        "                                  [--prompt PROMPT] [--length LENGTH]",
+        "                                  [--temperature TEMPERATURE] [--k K] [--p P]",
+        "                                  [--seed SEED]",
         "  --checkpoint CHECKPOINT",
         "  --method {greedy,temperature,top-k,top-p}",
         "  --prompt PROMPT       text to start from (default: She went away)",
@@ -84,17 +84,18 @@ def test_predict_help_is_what_notebook_07_prints(capsys):
 
 def test_python_dash_m_runs_the_command_line(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "mllm_utils.charlm", "evaluate", "--help"],
+        [sys.executable, "-m", "mllm_utils.charcli", "evaluate", "--help"],
         cwd=tmp_path, capture_output=True, text=True, encoding="utf-8", timeout=300,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     assert out.returncode == 0 and "--max-tokens" in out.stdout and out.stderr == ""
-    assert charlm.main is charcli.main  # the console script's target, mllm_utils.charlm:main
+    # the console script runs the same main (read as text: tomllib is new in Python 3.11)
+    assert 'mllm-war-and-peace = "mllm_utils.charcli:main"' in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
 
 
 def test_a_mistake_in_a_real_process_is_one_line_and_status_2(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "mllm_utils.charlm", "evaluate", "--checkpoint", "missing.pt"],
+        [sys.executable, "-m", "mllm_utils.charcli", "evaluate", "--checkpoint", "missing.pt"],
         cwd=tmp_path, capture_output=True, text=True, encoding="utf-8", timeout=300,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
@@ -154,6 +155,18 @@ def test_train_refuses_a_transformer_checkpoint_in_one_line(tmp_path, capsys, mo
     err = _fails(capsys, monkeypatch, tmp_path, "train", "--text", str(_small_text(tmp_path)), "--checkpoint",
                  "t.pt", "--epochs", "1", *TINY)  # fmt: skip
     assert "--checkpoint: t.pt is not an LSTM checkpoint: it holds a transformer" in err and "--fresh" in err
+
+
+@pytest.mark.parametrize("where", ["folder", "under a file"])
+def test_train_refuses_a_checkpoint_it_could_not_write_before_anything_runs(where, tmp_path, capsys, monkeypatch):
+    """A folder for --checkpoint used to fail only when the first epoch was over."""
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "run.pt").write_bytes(b"a file")
+    checkpoint = "runs" if where == "folder" else "run.pt/m.pt"
+    monkeypatch.setattr(charcli, "_data_for", lambda args: pytest.fail("the data were prepared first"))
+    err = _fails(capsys, monkeypatch, tmp_path, "train", "--checkpoint", checkpoint, *TINY)
+    assert f"--checkpoint='{checkpoint}'" in err
+    assert ("is a folder" if where == "folder" else "which is a file, not a folder") in err
 
 
 def test_broken_checkpoints_are_reported_in_one_line(tmp_path, capsys, monkeypatch):

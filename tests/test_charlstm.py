@@ -2,11 +2,15 @@
 
 import json
 import math
+import re
+from pathlib import Path
 
 import pytest
 import torch
 
-from mllm_utils import chardata, charlstm, chartrain, checkpoints
+from mllm_utils import charcli, chardata, charlstm, chartrain, checkpoints
+
+ROOT = Path(__file__).resolve().parent.parent
 
 SMALL_TEXT = (
     "Well, Prince, so Genoa and Lucca are now just family estates.\r\n\r\n"
@@ -146,6 +150,20 @@ def test_a_text_too_short_for_one_batch_is_refused_before_training(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("where", ["folder", "under a file"])
+def test_a_checkpoint_path_that_cannot_be_written_is_refused_before_training(tmp_path, where):
+    """A folder, or a path inside a file, used to fail only when the first epoch saved."""
+    itos, train, val = chardata.prepare(SMALL_TEXT)
+    model = charlstm.CharLSTM(len(itos), embed_dim=4, hidden_dim=8, num_layers=1)
+    (tmp_path / "run.pt").write_bytes(b"a file")
+    path, error = ((tmp_path, IsADirectoryError) if where == "folder"
+                   else (tmp_path / "run.pt" / "m.pt", NotADirectoryError))  # fmt: skip
+    steps = []
+    with pytest.raises(error, match="checkpoint_path="):
+        charlstm.train(model, train, val, itos, path, epochs=1, batch_size=4, seq_len=16, log=steps.append)
+    assert steps == [] and sorted(p.name for p in tmp_path.iterdir()) == ["run.pt"]
+
+
 def test_train_step_refuses_a_diverged_loss():
     model = charlstm.CharLSTM(3, embed_dim=2, hidden_dim=2, num_layers=1)
     with torch.no_grad():
@@ -178,3 +196,17 @@ def test_the_shipped_checkpoint_loads_and_is_small():
     assert "optimizer" not in checkpoint  # shipped for inference only
     assert itos == chardata.prepare()[0]  # the vocabulary of today's data
     assert model.config["vocab_size"] == len(itos)
+
+
+def test_every_name_the_notebooks_use_is_there():
+    """Notebooks 07 and 10 call the character modules by name; each name they use exists there."""
+    modules = {"chardata": chardata, "checkpoints": checkpoints, "chartrain": chartrain, "charlstm": charlstm,
+               "charcli": charcli}  # fmt: skip
+    used = {name: set() for name in modules}
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        source = "\n".join("".join(c["source"]) for c in json.loads(notebook.read_text(encoding="utf-8"))["cells"])
+        for name in used:
+            used[name] |= set(re.findall(rf"\b{name}\.([A-Za-z_]\w*)", source))
+    assert used["chardata"] and used["charlstm"], "notebooks 07 and 10 no longer use the character modules?"
+    missing = [f"{m}.{name}" for m, names in used.items() for name in sorted(names) if not hasattr(modules[m], name)]
+    assert missing == []

@@ -145,6 +145,18 @@ def test_save_refuses_a_model_bigger_or_smaller_than_its_vocabulary(tmp_path):
 # ----------------------------------------------------------------- loads: every broken file told apart
 
 
+def test_save_names_a_path_it_cannot_write_and_creates_missing_folders(tmp_path):
+    (tmp_path / "run.pt").write_bytes(b"a file, not a folder")
+    for bad in (tmp_path / "run.pt" / "m.pt", tmp_path / "run.pt" / "deeper" / "m.pt"):
+        with pytest.raises(NotADirectoryError, match=r"path='.*' lies inside '.*run\.pt', which is a file"):
+            checkpoints.save_checkpoint(lstm_checkpoint(), bad)
+    with pytest.raises(IsADirectoryError, match=r"path='.*' is a folder"):
+        checkpoints.save_checkpoint(lstm_checkpoint(), tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.pt"]  # nothing half-written anywhere
+    checkpoints.save_checkpoint(lstm_checkpoint(), tmp_path / "new" / "deeper" / "m.pt")
+    assert checkpoints.load_checkpoint(tmp_path / "new" / "deeper" / "m.pt")["format"] == checkpoints.CHECKPOINT_FORMAT
+
+
 def test_missing_empty_random_truncated_and_folder_are_told_apart(tmp_path):
     with pytest.raises(FileNotFoundError, match="no checkpoint at .*train one"):
         checkpoints.load_checkpoint(tmp_path / "missing.pt")

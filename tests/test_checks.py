@@ -131,3 +131,71 @@ def test_torch_calls_records_functions_and_methods():
     with checks.torch_calls() as names:
         pass
     assert names == []
+
+
+# ---------------------------------------------------------------- answers that try to decide their own check
+
+
+class AlwaysEqual:
+    def __eq__(self, other):
+        return True
+
+    __hash__ = object.__hash__
+
+
+class ZeroSubtraction(torch.Tensor):
+    """A tensor whose subtraction gives zeros: any difference from the expected value would vanish."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func in (torch.sub, torch.Tensor.sub, torch.Tensor.__sub__):
+            return torch.zeros(())
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+class ListThatEqualsAnything(list):
+    def __eq__(self, other):
+        return True
+
+
+@pytest.mark.parametrize("got", [AlwaysEqual(), [AlwaysEqual()], {"a": AlwaysEqual()}, ListThatEqualsAnything([0]),
+                                 np.array([AlwaysEqual()], dtype=object)])
+def test_check_equal_refuses_values_that_decide_their_own_equality(got):
+    with pytest.raises(checks.CheckFailed, match="cannot compare|not the expected value"):
+        checks.check_equal("value", got, [1, 2])
+
+
+def test_check_close_refuses_a_tensor_subclass():
+    wrong = torch.tensor([9.0, 9.0]).as_subclass(ZeroSubtraction)
+    with pytest.raises(checks.CheckFailed, match="ZeroSubtraction object"):
+        checks.check_close("value", wrong, [1.0, 2.0])
+    with pytest.raises(checks.CheckFailed):
+        checks.check_shape("value", wrong, (2,))
+
+
+def test_an_active_torch_function_mode_does_not_change_a_check():
+    from torch.overrides import TorchFunctionMode
+
+    class Zero(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            result = func(*args, **(kwargs or {}))
+            return torch.zeros_like(result) if isinstance(result, torch.Tensor) else result
+
+    got, expected = torch.tensor([9.0, 9.0]), torch.tensor([1.0, 2.0])
+    with Zero(), pytest.raises(checks.CheckFailed, match="largest difference"):
+        checks.check_close("value", got, expected)
+
+
+@pytest.mark.parametrize("shape", [2, "2", (2.0,), None])
+def test_check_shape_says_what_a_shape_is(shape):
+    with pytest.raises(TypeError, match=r"check_shape: shape must be a tuple of ints .* got"):
+        checks.check_shape("x", torch.zeros(2), shape)
+
+
+@pytest.mark.parametrize("got, expected", [(torch.bool, torch.bool), (torch.zeros(2, 3).shape, (2, 3)),
+                                           (torch.device("cpu"), torch.device("cpu"))])
+def test_check_equal_compares_torch_s_own_plain_values(got, expected, capsys):
+    checks.check_equal("value", got, expected)
+    assert capsys.readouterr().out == "value: ok\n"
+    with pytest.raises(checks.CheckFailed):
+        checks.check_equal("value", got, [9])

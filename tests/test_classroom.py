@@ -19,7 +19,9 @@ import sys
 import nbformat
 import pytest
 
-from mllm_utils import classroom
+from mllm_classroom import grade as grading
+from mllm_classroom import lessons as classroom
+from mllm_classroom.release import release
 from tools import classroom_fixtures as fixtures
 from tools.notebooks import notebook_paths
 
@@ -52,7 +54,7 @@ def comparable(nb):
 @pytest.fixture(scope="module")
 def released(tmp_path_factory):
     out = tmp_path_factory.mktemp("release") / "student"
-    classroom.release(LESSONS, out)
+    release(LESSONS, out)
     return out
 
 
@@ -123,7 +125,7 @@ def graded_class(tmp_path_factory):
         for stem in STEMS:
             nbformat.write(fixtures.submission(stem, kind), folder / kind / f"{stem}.ipynb")
     # One shard per kind: three course folders share the two cores, none waits with its core idle.
-    results = classroom.grade(folder, LESSONS, folder / "grades", jobs=3)
+    results = grading.grade(folder, LESSONS, folder / "grades", jobs=3)
     return {(r.student, r.notebook): r for r in results}
 
 
@@ -159,7 +161,7 @@ def test_each_wrong_answer_scores_below_full(graded_class, stem):
 @pytest.fixture(scope="module")
 def sample_grades(tmp_path_factory):
     out = tmp_path_factory.mktemp("grades")
-    command = [sys.executable, "-m", "mllm_utils.classroom", "grade", str(fixtures.SAMPLE_CLASS),
+    command = [sys.executable, "-m", "mllm_classroom", "grade", str(fixtures.SAMPLE_CLASS),
                *fixtures.SAMPLE_NOTEBOOKS, "--out", str(out), "--timeout", "20"]
     done = subprocess.run(command, capture_output=True, text=True, cwd=fixtures.ROOT)
     assert done.returncode == 0, done.stderr
@@ -209,10 +211,10 @@ def test_sample_class_totals_and_feedback(sample_grades):
 
 
 FLAKY_KERNEL = """import os, runpy, sys
-starts = os.path.join(os.path.dirname(__file__), "starts")
+starts = os.path.join(os.path.dirname(os.path.abspath(__file__)), "starts")
 with open(starts, "a") as f:
     f.write("x")
-if len(open(starts).read()) <= int(os.environ["MLLM_TEST_KERNEL_DEATHS"]):
+if len(open(starts).read()) <= int(open(os.path.join(os.path.dirname(starts), "deaths")).read()):
     sys.exit(1)  # dies before it replies, as a kernel on a busy machine sometimes does
 sys.argv = ["ipykernel_launcher", *sys.argv[1:]]
 runpy.run_module("ipykernel_launcher", run_name="__main__")
@@ -235,18 +237,16 @@ def one_exercise_lesson(path):
 
 @pytest.mark.parametrize("deaths, status", [(1, "graded"), (2, "grading failed: RuntimeError: Kernel died")])
 def test_a_kernel_that_dies_at_start_is_tried_once_more(tmp_path, monkeypatch, deaths, status):
-    kernels = tmp_path / "jupyter" / "kernels" / "python3"  # found before the installed python3 kernel
-    kernels.mkdir(parents=True)
+    kernels = tmp_path / "kernel"  # bound into the sandbox, where the kernel may run as nobody: open to all
+    kernels.mkdir()
+    kernels.chmod(0o777)
     (kernels / "flaky.py").write_text(FLAKY_KERNEL, encoding="utf-8")
-    spec = {"argv": [sys.executable, str(kernels / "flaky.py"), "-f", "{connection_file}"],
-            "display_name": "Python 3", "language": "python"}
-    (kernels / "kernel.json").write_text(json.dumps(spec), encoding="utf-8")
-    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
-    monkeypatch.setenv("MLLM_TEST_KERNEL_DEATHS", str(deaths))
+    monkeypatch.setenv("MLLM_SANDBOX_TEST_KERNEL", str(kernels / "flaky.py"))
+    (kernels / "deaths").write_text(str(deaths), encoding="utf-8")  # the sandbox passes the kernel no variables
     (tmp_path / "class" / "ada").mkdir(parents=True)
     nb = one_exercise_lesson(tmp_path / "99_answer.ipynb")
     nbformat.write(nb, tmp_path / "class" / "ada" / "99_answer.ipynb")
-    [result] = classroom.grade(tmp_path / "class", [tmp_path / "99_answer.ipynb"], tmp_path / "grades")
+    [result] = grading.grade(tmp_path / "class", [tmp_path / "99_answer.ipynb"], tmp_path / "grades")
     assert result.status.startswith(status), result.status
     assert (kernels / "starts").read_text() == "x" * (deaths + (status == "graded")), "one retry, no more"
     assert result.points == ({"ex1": 1.0} if status == "graded" else {})
@@ -260,9 +260,9 @@ def test_find_submission_takes_lms_copies_and_the_newest(tmp_path):
     newer = tmp_path / "05_lstm (1).ipynb"
     newer.write_text("{}", encoding="utf-8")
     os.utime(newer, (2e9, 2e9))
-    found, note = classroom.find_submission(tmp_path, "05_lstm")
+    found, note = grading.find_submission(tmp_path, "05_lstm")
     assert found == newer and "2 files for 05_lstm" in note
-    assert classroom.find_submission(tmp_path, "04_learning_to_count") == (None, None)
+    assert grading.find_submission(tmp_path, "04_learning_to_count") == (None, None)
 
 
 @pytest.mark.parametrize(
@@ -272,7 +272,7 @@ def test_find_submission_takes_lms_copies_and_the_newest(tmp_path):
 def test_unreadable_submissions_are_reported(tmp_path, text, reason):
     path = tmp_path / "05_lstm.ipynb"
     path.write_text(text, encoding="utf-8")
-    nb, problem = classroom.read_submission(path)
+    nb, problem = grading.read_submission(path)
     assert nb is None and reason in problem
 
 
@@ -287,7 +287,7 @@ def test_unreadable_submissions_are_reported(tmp_path, text, reason):
     ],
 )
 def test_command_line_mistakes_are_one_line(args, message):
-    done = subprocess.run([sys.executable, "-m", "mllm_utils.classroom", *args], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "mllm_classroom", *args], capture_output=True, text=True,
                           cwd=fixtures.ROOT)
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and "Traceback" not in done.stderr, done.stderr

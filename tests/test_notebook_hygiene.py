@@ -167,9 +167,12 @@ def test_no_timing_assertions(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids(NOTEBOOKS))
 def test_run_time_is_recorded(path):
-    """Grading derives each cell's timeout from the notebook's measured run time (mllm_utils.classroom)."""
-    seconds = nbformat.read(path, as_version=4).metadata.get("mllm", {}).get("quick_run_seconds")
+    """Grading derives each cell's timeout from the notebook's measured run time, and the sandbox's memory limit
+    from the kernel's measured peak address space (mllm_classroom.lessons, mllm_classroom.sandbox)."""
+    measured = nbformat.read(path, as_version=4).metadata.get("mllm", {})
+    seconds, peak = measured.get("quick_run_seconds"), measured.get("quick_peak_mib")
     assert isinstance(seconds, int) and 0 < seconds < 120, f"run it with `python tools/notebooks.py run {path.name}`"
+    assert isinstance(peak, int) and 100 < peak < 4096, f"run it with `python tools/notebooks.py run {path.name}`"
 
 
 def test_header_command_agrees_with_pyproject():

@@ -1,5 +1,9 @@
+import ast
 import random
+import re
+from pathlib import Path
 
+import nbformat
 import numpy as np
 import pytest
 import torch
@@ -53,3 +57,73 @@ def test_start_prints_size_time_and_how_to_switch(monkeypatch, capsys):
 
 def test_device_is_a_torch_device():
     assert isinstance(runtime.device(), torch.device)
+
+
+# ---------------------------------------------------------------- every notebook's start() line, at both sizes
+
+NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+READS_SIZE = re.compile(r"\bSIZE\b|\bis_quick\(|\brun_size\(|MLLM_QUICK")
+
+
+def start_call(path):
+    """The keyword and positional arguments of the notebook's mllm_utils.start(...) call, and its other code."""
+    nb = nbformat.read(path, as_version=4)
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    for i, source in enumerate(code):
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in ("mllm_utils.start", "start"):
+                args = [ast.literal_eval(a) for a in node.args]
+                kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+                call = ast.get_source_segment(source, node)
+                here = re.sub(r"^SIZE\s*=\s*$", "", source.replace(call, ""), flags=re.M)  # the assignment itself
+                return args, kwargs, "\n".join(code[:i] + [here] + code[i + 1 :])
+    raise AssertionError(f"{path.name} never calls mllm_utils.start(...)")
+
+
+def well_formed(line):
+    """The problems of one printed line: nested or unbalanced parentheses, doubled spaces or stops."""
+    problems, depth = [], 0
+    for char in line:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth > 1:
+            problems.append("nested parentheses")
+        if depth < 0:
+            problems.append("a ')' without its '('")
+    if depth > 0:
+        problems.append("an unclosed '('")
+    problems += [f"{bad!r}" for bad in ("  ", "..", " .", " ,", "()", ". .") if bad in line]
+    return sorted(set(problems))
+
+
+@pytest.mark.parametrize("path", sorted(NOTEBOOK_DIR.glob("*.ipynb")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("quick", ["1", "0"])
+def test_every_notebooks_start_lines_are_well_formed(monkeypatch, capsys, path, quick):
+    args, kwargs, rest = start_call(path)
+    monkeypatch.setenv("MLLM_QUICK", quick)
+    size = mllm_utils.start(*args, **kwargs)
+    lines = capsys.readouterr().out.splitlines()
+    assert size == ("quick" if quick == "1" else "full")
+    assert len(lines) == 3, lines
+    for line in lines:
+        assert not well_formed(line), f"{path.name}, MLLM_QUICK={quick}: {well_formed(line)} in {line!r}"
+    full_time = kwargs.get("full_time", args[1] if len(args) > 1 else None)
+    quick_time = kwargs.get("quick_time", args[0] if args else None)
+    if READS_SIZE.search(rest):  # two sizes: the other one is offered, with its own (different) time
+        assert full_time is not None, f"{path.name} reads the run size, so start() needs full_time"
+        assert full_time != quick_time, f"{path.name}: the two sizes are given the same time"
+        other, other_time = ("0", full_time) if quick == "1" else ("1", quick_time)
+        assert lines[2].endswith(f"set MLLM_QUICK={other} in the environment and restart the kernel."), lines[2]
+        assert other_time in lines[2], lines[2]
+    else:  # one size: no switch is offered
+        assert full_time is None, (
+            f"{path.name} never reads the run size, so both sizes are the same: call start() without full_time"
+        )
+        assert "one size only" in lines[2] and "restart" not in lines[2], lines[2]
+
+
+@pytest.mark.parametrize("time", ["about 1 minute (on a CPU (2 cores))", "a (b", "a) (b", "one minute.", "a\nb"])
+def test_start_rejects_a_time_that_would_print_badly(time):
+    with pytest.raises(ValueError, match="quick_time must be one phrase"):
+        mllm_utils.start(time)
+    with pytest.raises(ValueError, match="full_time must be one phrase"):
+        mllm_utils.start("1 minute", time)

@@ -7,12 +7,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mllm_utils.generation import generate, generate_refeed
 from mllm_utils.sampling import (
     apply_temperature,
     distribution,
     draw,
-    generate,
-    generate_refeed,
     greedy,
     sample,
     top_k_logits,
@@ -169,9 +168,32 @@ def test_temperature_keeps_softmax_and_masks_and_does_not_overflow():
     z = torch.tensor([2.0, 1.0, -math.inf, 0.5])
     for t in (0.3, 1.0, 4.0):
         torch.testing.assert_close(torch.softmax(apply_temperature(z, t), -1), torch.softmax(z / t, -1))
-    tiny = apply_temperature(z, 1e-40)
+    big = torch.tensor([200.0, 100.0, -math.inf, 50.0])  # 200 / 1e-37 would overflow float32 without the shift
+    tiny = apply_temperature(big, 1e-37)
     assert not torch.isnan(torch.softmax(tiny, -1)).any()
     assert torch.isneginf(tiny[2])
+
+
+@pytest.mark.parametrize(
+    ("dtype", "temperature"),
+    [(torch.float32, 1e-50), (torch.float32, 1e-40), (torch.float16, 1e-50), (torch.float64, 1e-310)],
+)
+def test_a_temperature_too_small_for_the_dtype_is_refused_not_drawn_from(dtype, temperature):
+    # 1e-50 rounds to 0 in float32: the division gave NaN probabilities and a draw of the last index.
+    z = torch.tensor([2.0, 1.0, 0.5, 2.0], dtype=dtype)
+    for call in (lambda: sample(z, temperature=temperature), lambda: distribution(z, temperature),
+                 lambda: apply_temperature(z, temperature)):  # fmt: skip
+        with pytest.raises(ValueError, match=rf"temperature={temperature!r} is too small .*greedy\(logits\)"):
+            call()
+
+
+def test_the_smallest_accepted_temperature_is_the_dtypes_tiny():
+    z = torch.tensor([2.0, 1.0, 0.5, 2.0])
+    probs = distribution(z, torch.finfo(torch.float32).tiny)  # the limit T -> 0: the two tied maxima share
+    torch.testing.assert_close(probs, torch.tensor([0.5, 0.0, 0.0, 0.5]))
+    # Half-precision logits are tempered in float32, so 1e-30 is fine for them, and float64 takes 1e-300.
+    assert distribution(z.half(), 1e-30).dtype == torch.float32
+    torch.testing.assert_close(distribution(z.double(), 1e-300), torch.tensor([0.5, 0.0, 0.0, 0.5]).double())
 
 
 def test_high_temperature_approaches_uniform():
@@ -416,3 +438,17 @@ def test_generate_explains_a_model_without_the_state_contract():
 
     with pytest.raises(TypeError, match=r"return a pair \(logits, state\)"):
         generate(NoState(), [1, 2], 3)
+
+
+def test_sampling_imports_nothing_from_generation():
+    # generation builds on sampling; an import back would make a circle (and two names for one function).
+    import ast
+    import inspect
+
+    from mllm_utils import sampling
+
+    tree = ast.parse(inspect.getsource(sampling))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert not any(name and name.startswith("mllm_utils") for name in imported), imported
+    assert not hasattr(sampling, "generate") and not hasattr(sampling, "generate_refeed")

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from mllm_utils import chardata, charlstm, checkpoints
-from mllm_utils.sampling import generate, generate_refeed
+from mllm_utils.generation import generate, generate_refeed
 from mllm_utils.transformer import TransformerLM, load_model, save_model, shipped_checkpoint_path, train
 
 V = 11

@@ -8,6 +8,10 @@ A submission starts from the committed student version (``student/``), as a stud
 - wrong: each solution cell filled with the plausible wrong answer kept in
   ``tests/fixtures/classroom/wrong_answers/<notebook>.py`` (sections ``# %% exN-solution``).
 
+``tests/fixtures/classroom/visible_wrong/<notebook>.py`` (same format) holds, per exercise, a plausible
+wrong answer that the check cell's *visible* part must reject (a learner alone never runs the hidden
+tests); ``tests/test_visible_checks.py`` runs them.
+
 The sample class is what the README's teacher commands grade; ``tests/test_classroom.py`` checks that
 it matches what this file makes, and that grading it gives the expected CSV.
 """
@@ -26,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LESSONS = ROOT / "notebooks"
 STUDENT = ROOT / "student"
 WRONG = ROOT / "tests" / "fixtures" / "classroom" / "wrong_answers"
+VISIBLE_WRONG = ROOT / "tests" / "fixtures" / "classroom" / "visible_wrong"
 SAMPLE_CLASS = ROOT / "tests" / "fixtures" / "classroom" / "sample_class"
 SAMPLE_NOTEBOOKS = ["03_recurrent_networks", "04_learning_to_count"]
 MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.M)
@@ -41,11 +46,11 @@ def solutions(lesson) -> dict[str, str]:
             if c.metadata.get("nbgrader", {}).get("solution")}
 
 
-def wrong_answers(stem: str) -> dict[str, str]:
-    """The plausible wrong answers for notebook ``stem``, by solution cell id."""
+def wrong_answers(stem: str, folder: Path = WRONG) -> dict[str, str]:
+    """The plausible wrong answers for notebook ``stem`` in ``folder``, by solution cell id."""
     sections: dict[str, list[str]] = {}
     current = None
-    for line in (WRONG / f"{stem}.py").read_text(encoding="utf-8").splitlines():
+    for line in (folder / f"{stem}.py").read_text(encoding="utf-8").splitlines():
         match = re.match(r"# %% (\S+)\s*$", line)
         if match:
             current = match.group(1)

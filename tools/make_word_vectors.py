@@ -20,6 +20,10 @@ with the post's settings and writes, atomically:
 - ``run.json``: settings, data sizes, the share of tokens that are ``<unk>``, loss per
   epoch, the nearest neighbours of "king" in both embeddings (mean row removed, as in
   the notebook), time and machine (for the model card).
+- ``counts.json``: how often each kept word occurs in the prepared text, in ``vocab.json``
+  order (index 0: the tokens that became ``<unk>``). ``--counts-only`` writes just this
+  file from the same data, without training, and refuses to when the vocabulary it builds
+  is not the shipped ``vocab.json``.
 
 Introduced in notebook 02 (word vectors).
 """
@@ -93,6 +97,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=str(OUT))
+    parser.add_argument("--counts-only", action="store_true",
+                        help="write only counts.json for the vocabulary already in --out (no training)")
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -101,6 +107,18 @@ def main() -> None:
     paragraphs = wikitext_paragraphs(read_lines(args.data_dir, args.splits))
     vocab = build_vocab(paragraphs, min_freq=args.min_freq)
     encoded = encode_paragraphs(paragraphs, vocab)
+    out = Path(args.out)
+    keep = min(args.keep, len(vocab))
+    itos = vocab.get_itos()[:keep]
+    counts = torch.bincount(torch.cat(encoded), minlength=len(vocab))[:keep].tolist()
+    if args.counts_only:
+        shipped = json.loads((out / "vocab.json").read_text(encoding="utf-8"))
+        if shipped != itos:
+            raise SystemExit(f"--counts-only: the vocabulary built from {args.splits} with --min-freq "
+                             f"{args.min_freq} and --keep {args.keep} is not the one in {out / 'vocab.json'}")
+        atomic_write(out / "counts.json", lambda p: p.write_text(json.dumps(counts), encoding="utf-8"))
+        print(f"wrote {out / 'counts.json'} ({len(counts)} words)")
+        return
     contexts, centers = cbow_pairs(encoded, window=args.window)
     unk_share = float((torch.cat(encoded) == 0).float().mean())  # WikiText's own <unk> and rare words
     print(f"{sum(map(len, paragraphs))} tokens, vocab {len(vocab)}, {len(centers)} samples, "
@@ -116,15 +134,13 @@ def main() -> None:
     seconds = time.perf_counter() - start
     print("loss per epoch:", [round(x, 4) for x in history["train"]], f"{seconds:.0f} s")
 
-    out = Path(args.out)
-    keep = min(args.keep, len(vocab))
-    itos = vocab.get_itos()[:keep]
     tensors = {
         "context": model.embedding.weight.detach()[:keep].half().clone(),
         "center": model.linear.weight.detach()[:keep].half().clone(),
     }
     atomic_write(out / "embeddings.pt", lambda p: torch.save(tensors, p))
     atomic_write(out / "vocab.json", lambda p: p.write_text(json.dumps(itos), encoding="utf-8"))
+    atomic_write(out / "counts.json", lambda p: p.write_text(json.dumps(counts), encoding="utf-8"))
     probe = "king" if "king" in itos else itos[1]
     run = {
         "data": {"splits": args.splits, "tokens": sum(map(len, paragraphs)),

@@ -192,20 +192,35 @@ def save(nb, path: Path) -> None:
 
 
 def run(paths: list[Path]) -> None:
-    from nbclient import NotebookClient
+    import asyncio
 
     os.environ.update(RUN_ENV)
     for path in paths:
         nb = nbformat.read(path, as_version=4)
         start = time.perf_counter()
-        NotebookClient(
-            nb, timeout=1200, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
-        ).execute()
+        peak_mib = asyncio.run(execute(nb, path.parent))
         seconds = time.perf_counter() - start
-        # Kept with the notebook: grading derives each cell's timeout from it (mllm_utils.classroom).
-        nb.metadata["mllm"] = {"quick_run_seconds": max(1, round(seconds))}
+        # Kept with the notebook: grading derives each cell's timeout from the run time and the sandbox's
+        # memory limit from the kernel's peak address space (mllm_classroom.lessons, mllm_classroom.sandbox).
+        nb.metadata["mllm"] = {"quick_run_seconds": max(1, round(seconds)), "quick_peak_mib": peak_mib}
         save(nb, path)
-        print(f"{path.name}: executed in {seconds:.1f} s")
+        print(f"{path.name}: executed in {seconds:.1f} s, kernel's peak address space {peak_mib} MiB")
+
+
+async def execute(nb, folder: Path) -> int:
+    """Run ``nb`` in a fresh kernel (its outputs filled in); return the kernel's peak address space in MiB."""
+    from jupyter_client.manager import AsyncKernelManager
+    from nbclient import NotebookClient
+
+    km = AsyncKernelManager(kernel_name="python3")
+    await km.start_kernel(cwd=str(folder))
+    try:
+        client = NotebookClient(nb, km=km, timeout=1200, resources={"metadata": {"path": str(folder)}})
+        await client.async_execute()
+        status = Path(f"/proc/{km.provisioner.process.pid}/status").read_text()
+        return round(int(re.search(r"VmPeak:\s+(\d+) kB", status).group(1)) / 1024)
+    finally:
+        await km.shutdown_kernel(now=True)
 
 
 def main(argv=None) -> int:

@@ -1,0 +1,5 @@
+import sys
+
+from mllm_classroom.cli import main
+
+sys.exit(main())

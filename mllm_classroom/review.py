@@ -1,0 +1,308 @@
+"""What a submission's own code does that a grader must not trust: read, never run.
+
+A notebook is graded in one Python process, so code a student wrote shares it with the checks that
+judge it: it can replace a check, fake an equality, swallow an error or read a later cell. No sandbox
+stops that (the sandbox protects the teacher's machine, not the checks); what stops it is reading the
+code first. :func:`review` parses every cell the student wrote or changed (the lesson's own cells, and
+the check cells nbgrader restores, are trusted) and reports each thing an honest answer never needs:
+
+- modules that reach the interpreter, the kernel or the machine (``sys``, ``os``, ``gc``, ``ctypes``,
+  ``inspect``, ``importlib``, ``IPython``, ``torch.overrides`` ...), and the ways around an import
+  (``exec``, ``eval``, ``__import__``, a dynamic ``getattr``, ``globals()``, any ``__dunder__`` attribute);
+- the kernel itself (``get_ipython``, the cell history ``In`` / ``_ih``), files (``open``, paths such as
+  ``/proc`` or ``../``);
+- assignments to attributes of a module (``checks.check_close = ...``, ``torch.allclose = ...``) and
+  rebinding a name that the lesson imported, or that a check reads and the exercise does not ask for;
+- answers that decide their own comparisons: a class with ``__eq__``, ``__torch_function__`` and the
+  like, or a subclass of a tensor, an array or a built-in type.
+
+Each finding names the cell and what it does; the grader withholds the points of every exercise checked
+after that cell and lists the findings for the teacher (``review`` column of grades.csv).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from dataclasses import dataclass
+
+from mllm_classroom.lessons import HIDDEN, SOLUTION, grade_id
+
+MODULES = {
+    "os", "sys", "subprocess", "ctypes", "gc", "inspect", "importlib", "builtins", "socket", "shutil", "signal",
+    "resource", "multiprocessing", "threading", "_thread", "pickle", "marshal", "types", "code", "codeop",
+    "IPython", "ipykernel", "jupyter_client", "zmq", "atexit", "pathlib", "io", "tempfile", "glob", "traceback",
+    "weakref", "ast", "dis", "runpy", "pty", "fcntl", "mmap", "urllib", "http", "requests", "asyncio",
+    "concurrent", "psutil", "posix", "sqlite3", "unittest", "pytest", "nbformat", "nbgrader", "mllm_classroom",
+    "platform", "sysconfig", "site", "faulthandler", "tracemalloc", "linecache", "warnings", "contextvars",
+}
+SUBMODULES = ("torch.overrides", "torch._C", "torch.library", "torch.utils._python_dispatch", "torch._dynamo",
+              "numpy.lib.mixins", "mllm_utils._validate")
+NAMES = {
+    "exec": "runs code built from a string", "eval": "runs code built from a string",
+    "compile": "builds code from a string", "__import__": "imports by name", "globals": "reads the kernel's names",
+    "vars": "reads an object's namespace", "locals": "reads a namespace", "setattr": "sets an attribute by name",
+    "delattr": "deletes an attribute by name", "get_ipython": "reaches the kernel (hooks, cell history, magics)",
+    "open": "opens a file", "breakpoint": "starts a debugger", "exit": "ends the kernel", "quit": "ends the kernel",
+    "In": "reads the cell history", "Out": "reads the output history", "_ih": "reads the cell history",
+    "_oh": "reads the output history", "_dh": "reads the folder history", "__builtins__": "reaches the built-ins",
+    "memoryview": "reads raw memory",
+}
+HISTORY = re.compile(r"^_i{1,3}$|^_i\d+$|^_\d+$")
+ATTRIBUTES = {"sys", "os", "modules", "builtins", "_C", "overrides", "subprocess", "ctypes", "gc", "f_back",
+              "f_globals", "f_locals", "f_builtins", "gi_frame", "cr_frame", "tb_frame", "tb_next", "user_ns",
+              "events", "run_cell", "showtraceback", "set_custom_exc", "_getframe", "settrace", "setprofile"}
+SAFE_DUNDERS = {"__init__", "__name__", "__call__", "__repr__", "__str__", "__len__", "__getitem__", "__iter__",
+                "__next__", "__post_init__", "__doc__"}
+BASES = {"Tensor", "ndarray", "Parameter", "int", "float", "str", "bool", "list", "tuple", "dict", "set",
+         "frozenset", "bytes", "complex", "type", "TorchFunctionMode", "TorchDispatchMode", "generic"}
+PATH = re.compile(r"^(/[A-Za-z_.]|~|\.\./)|/\.\./|/proc\b")
+DUNDER = re.compile(r"^__\w+__$")
+
+
+@functools.cache
+def library_functions() -> frozenset[str]:
+    """Names of the functions and methods the checks rely on: assigning to ``anything.allclose`` or
+    ``m.check_close`` replaces one, whatever the object is called (a function's argument, an alias)."""
+    import builtins
+
+    import numpy
+    import torch
+    import torch.nn.functional
+
+    import mllm_utils.checks
+
+    names = set()
+    for space in (mllm_utils.checks, torch, torch.Tensor, torch.nn.functional, numpy, numpy.ndarray, builtins):
+        names.update(n for n in dir(space) if callable(getattr(space, n, None)) and not n.startswith("_"))
+    return frozenset(names)
+
+
+@dataclass
+class Finding:
+    cell: int  # index in the submitted notebook
+    label: str  # "ex2-solution" or "cell 14"
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.label}: {self.what}"
+
+
+def python_of(source: str) -> ast.Module | None:
+    """The Python a kernel runs for ``source`` (IPython's ``!`` and ``%`` lines turned into calls)."""
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        source = TransformerManager().transform_cell(source)
+    except Exception:  # noqa: BLE001 - IPython missing or an odd cell: parse it as it is
+        pass
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None  # it does not run in the kernel either
+
+
+def module_bindings(tree: ast.Module) -> set[str]:
+    """Names a cell binds at module level (not inside a function or class body)."""
+    names: set[str] = set()
+
+    def visit(node):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+            return
+        if isinstance(node, ast.Lambda):
+            return
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+            names.add(node.id)
+        elif isinstance(node, ast.alias):
+            names.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.Global):
+            names.update(node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return names
+
+
+def imports(tree: ast.Module) -> dict[str, str]:
+    """Name -> what it was imported as (``np`` -> ``numpy``, ``check_close`` -> ``mllm_utils.checks.check_close``)."""
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                found[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            for a in node.names:
+                found[a.asname or a.name] = f"{node.module}.{a.name}"
+    return found
+
+
+def reads(tree: ast.Module) -> set[str]:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def root_name(node) -> str | None:
+    while isinstance(node, ast.Attribute | ast.Subscript | ast.Call):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def chain(node) -> list[str]:
+    """Attribute names along ``a.b[0].c()`` from the outside in."""
+    names = []
+    while isinstance(node, ast.Attribute | ast.Subscript | ast.Call):
+        if isinstance(node, ast.Attribute):
+            names.append(node.attr)
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return names
+
+
+class Lesson:
+    """What review needs from a lesson (with its hidden tests): trusted cells, imports, and what checks read."""
+
+    def __init__(self, lesson):
+        self.trusted = set()
+        self.imported: dict[str, str] = {}
+        self.check_reads: dict[str, set[str]] = {}  # check cell id -> names it reads
+        self.solution_binds: dict[str, set[str]] = {}  # solution cell id -> names the lesson's solution binds
+        self.locked_ids = set()  # cells whose source nbgrader puts back from the lesson before running them
+        for cell in lesson.cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if meta.get("grade_id") and not meta.get("solution") and (meta.get("grade") or meta.get("locked")):
+                self.locked_ids.add(meta["grade_id"])
+            if cell.cell_type != "code":
+                continue
+            if meta.get("solution"):
+                tree = python_of(SOLUTION.sub(lambda m: m.group(1), cell.source))
+                self.solution_binds[meta["grade_id"]] = module_bindings(tree) if tree else set()
+                continue
+            visible = HIDDEN.sub("", cell.source)
+            self.trusted.add(normal(visible))
+            tree = python_of(HIDDEN.sub(lambda m: m.group(1), cell.source))
+            if tree is None:
+                continue
+            self.imported.update(imports(tree))
+            if meta.get("grade"):  # what a check reads that it does not set itself (a loop's `i` is its own)
+                self.check_reads[meta["grade_id"]] = reads(tree) - module_bindings(tree)
+        self.checked_names = set().union(*self.check_reads.values()) if self.check_reads else set()
+
+
+def normal(source: str) -> str:
+    return "\n".join(line.rstrip() for line in source.strip().splitlines())
+
+
+def review(submitted, lesson: Lesson) -> list[Finding]:
+    """Findings for every cell of ``submitted`` that the student wrote or changed."""
+    findings = []
+    for index, cell in enumerate(submitted.cells):
+        if cell.cell_type != "code":
+            continue
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade_id") in lesson.locked_ids:
+            continue  # nbgrader puts the lesson's source back into these before running them (by id, not flag)
+        if normal(cell.source) in lesson.trusted:
+            continue
+        label = grade_id(cell) or f"cell {index}"
+        allowed = lesson.solution_binds.get(meta.get("grade_id", ""), set()) if meta.get("solution") else set()
+        tree = python_of(cell.source)
+        if tree is None:
+            continue
+        for what in sorted(set(cell_findings(tree, lesson, allowed))):
+            findings.append(Finding(index, label, what))
+    return findings
+
+
+def cell_findings(tree: ast.Module, lesson: Lesson, allowed: set[str]):
+    own_imports = imports(tree)
+    harmless = matplotlib_magics(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if isinstance(node, ast.ImportFrom):
+                names += [f"{node.module}.{a.name}" for a in node.names]
+            for name in names:
+                if name.split(".")[0] in MODULES or name.startswith(SUBMODULES) or node_is_relative(node):
+                    yield f"imports {name} (reaches the interpreter, the kernel or the machine)"
+        elif isinstance(node, ast.Name):
+            if node.id == "get_ipython" and id(node) in harmless:
+                continue
+            if node.id in NAMES and isinstance(node.ctx, ast.Load):
+                yield f"uses {node.id} ({NAMES[node.id]})"
+            elif HISTORY.match(node.id):
+                yield f"uses {node.id} (reads the kernel's history)"
+        elif isinstance(node, ast.Attribute):
+            if DUNDER.match(node.attr) and node.attr not in SAFE_DUNDERS:
+                yield f"uses the attribute {node.attr}"
+            elif node.attr in ATTRIBUTES:
+                yield f"uses the attribute .{node.attr}"
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr":
+            name = node.args[1] if len(node.args) > 1 else None
+            if not isinstance(name, ast.Constant) or DUNDER.match(str(name.value)):
+                yield "uses getattr with a computed or special name"
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if DUNDER.match(node.value) and node.value not in SAFE_DUNDERS:
+                yield f"names {node.value} in a string"
+            elif PATH.search(node.value):
+                yield f"names the path {node.value[:40]!r}"
+        elif isinstance(node, ast.ClassDef):
+            for base in node.bases:
+                names = [root_name(base), *chain(base)]
+                if BASES & {n for n in names if n}:
+                    yield f"class {node.name} subclasses {ast.unparse(base)} (a value that decides its own checks)"
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and DUNDER.match(item.name) \
+                        and item.name not in SAFE_DUNDERS:
+                    yield f"class {node.name} defines {item.name} (an answer that decides its own comparisons)"
+        if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete):
+            targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]
+            for target in targets:
+                for part in ast.walk(target):
+                    if isinstance(part, ast.Attribute | ast.Subscript):
+                        root = root_name(part)
+                        replaced = isinstance(part, ast.Attribute) and part.attr in library_functions()
+                        if root in lesson.imported or root in own_imports or replaced:
+                            yield f"assigns to {ast.unparse(part)[:60]} (changes a module the checks use)"
+                            break
+        if isinstance(node, ast.Global):
+            for name in node.names:
+                if name in lesson.imported or (name in lesson.checked_names and name not in allowed):
+                    yield f"declares global {name} (a name the checks use)"
+    for name in sorted(module_bindings(tree)):
+        if name in lesson.imported and own_imports.get(name) != lesson.imported[name]:
+            yield f"rebinds {name} (imported by the lesson as {lesson.imported[name]})"
+        elif name in lesson.checked_names and name not in allowed and name not in lesson.imported:
+            yield f"rebinds {name}, which a check reads and this exercise does not ask for"
+
+
+def matplotlib_magics(tree: ast.Module) -> set[int]:
+    """``%matplotlib inline`` (a backend's name, nothing else) is the one magic let through: every other
+    magic and every ``!`` line hands the kernel code that review cannot read (``%time f()``, a shell that
+    writes a module the next cell imports)."""
+    found = set()
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "run_line_magic"
+                and isinstance(node.func.value, ast.Call) and isinstance(node.func.value.func, ast.Name)
+                and node.func.value.func.id == "get_ipython" and len(node.args) == 2
+                and all(isinstance(a, ast.Constant) for a in node.args) and node.args[0].value == "matplotlib"
+                and str(node.args[1].value).isidentifier()):
+            found.add(id(node.func.value.func))
+    return found
+
+
+def node_is_relative(node) -> bool:
+    return isinstance(node, ast.ImportFrom) and bool(node.level)
+
+
+def affected(submitted, findings: list[Finding]) -> set[str]:
+    """The exercises (``ex2``) whose check cell runs after a flagged cell (a changed module stays changed)."""
+    if not findings:
+        return set()
+    first = min(f.cell for f in findings)
+    names = set()
+    for index, cell in enumerate(submitted.cells):
+        gid = grade_id(cell)
+        if gid and cell.metadata.get("nbgrader", {}).get("grade") and index > first:
+            names.add(gid.removesuffix("-check"))
+    return names

@@ -1,0 +1,111 @@
+"""mllm_classroom.review: what a submission's own code does that a grader cannot trust (read, never run).
+
+Honest answers (every lesson's solutions and plausible wrong answers, and the blank student versions) give
+no finding; each way of changing a check, faking a comparison, reaching the kernel or the machine does.
+"""
+
+import nbformat
+import pytest
+
+from mllm_classroom.review import Lesson, affected, review
+from tools import classroom_fixtures as fixtures
+from tools.notebooks import notebook_paths
+
+LESSON = nbformat.v4.new_notebook(cells=[
+    nbformat.v4.new_code_cell("import torch\nfrom mllm_utils import checks\nfrom mllm_utils.checks import check_close\n"
+                              "data = torch.arange(3.0)"),
+    nbformat.v4.new_code_cell("def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION"),
+    nbformat.v4.new_code_cell("check_close('double', double(data), 2 * data)\nfor i in range(2):\n    pass\n"
+                              "### BEGIN HIDDEN TESTS\ncheck_close('hidden', double(data + 1), 2 * data + 2)\n"
+                              "### END HIDDEN TESTS"),
+])
+LESSON.cells[1].metadata["nbgrader"] = {"grade_id": "ex1-solution", "solution": True, "grade": False, "locked": False}
+LESSON.cells[2].metadata["nbgrader"] = {"grade_id": "ex1-check", "solution": False, "grade": True, "locked": True,
+                                        "points": 1}
+
+
+def submitted(answer, extra=None, extra_meta=None):
+    nb = nbformat.from_dict(nbformat.v4.new_notebook(cells=[c.copy() for c in LESSON.cells]))
+    nb.cells[1] = nbformat.v4.new_code_cell(answer)
+    nb.cells[1].metadata["nbgrader"] = dict(LESSON.cells[1].metadata["nbgrader"])
+    if extra is not None:
+        cell = nbformat.v4.new_code_cell(extra)
+        cell.metadata.update(extra_meta or {})
+        nb.cells.insert(2, cell)
+    return nb
+
+
+HONEST = [
+    "def double(x):\n    return 2 * x",
+    "def double(x):\n    out = x.clone()\n    out *= 2\n    return out",
+    "import math\ndef double(x):\n    return x + x",
+    "class Doubler(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.k = 2\n"
+    "    def forward(self, x):\n        return self.k * x\ndef double(x):\n    return Doubler()(x)",
+    "def double(x):\n    w = torch.nn.Parameter(torch.ones(1))\n    w.requires_grad = False\n    w.data = w.data * 2\n"
+    "    return w * x",
+    "def double(x):\n    for i in range(1):\n        pass\n    return 2 * x",
+    "%matplotlib inline\ndef double(x):\n    return 2 * x",
+]
+HOSTILE = {
+    "checks.check_close = lambda *a, **k: None": "assigns to checks.check_close",
+    "import mllm_utils.checks as c\nc.check_close = print": "assigns to c.check_close",
+    "def patch(m):\n    m.check_close = print\npatch(checks)": "assigns to m.check_close",
+    "m = checks\nm.allclose = print": "assigns to m.allclose",
+    "torch.Tensor.sub = lambda *a: 0": "assigns to torch.Tensor.sub",
+    "check_close = lambda *a, **k: None": "rebinds check_close",
+    "data = None": "rebinds data, which a check reads",
+    "setattr(checks, 'check_close', print)": "uses setattr",
+    "import sys\nsys.modules['x'] = 1": "imports sys",
+    "import importlib": "imports importlib",
+    "from torch.overrides import TorchFunctionMode": "imports torch.overrides",
+    "exec('x = 1')": "uses exec",
+    "__import__('os')": "uses __import__",
+    "getattr(checks, name)": "uses getattr with a computed or special name",
+    "x = torch.sys": "uses the attribute .sys",
+    "x = double.__globals__": "uses the attribute __globals__",
+    "get_ipython().events.register('pre_run_cell', print)": "uses get_ipython",
+    "print(In[-1])": "uses In",
+    "print(_i2)": "uses _i2",
+    "open('/etc/passwd')": "uses open",
+    "x = '/proc/1/cmdline'": "names the path",
+    "class A:\n    def __eq__(self, other):\n        return True": "defines __eq__",
+    "class T(torch.Tensor):\n    pass": "subclasses torch.Tensor",
+    "X = type('X', (), {'__eq__': lambda s, o: True})": "names __eq__ in a string",
+    "%env X=1\nimport os": "imports os",
+    "!echo 'import os' > helper.py\nimport helper": "uses get_ipython",
+    "%time double(data)": "uses get_ipython",
+    "%matplotlib $(rm -rf ~)": "uses get_ipython",
+}
+
+
+def test_honest_answers_give_no_finding():
+    lesson = Lesson(LESSON)
+    for answer in HONEST:
+        assert review(submitted(answer), lesson) == [], answer
+
+
+@pytest.mark.parametrize("code, what", HOSTILE.items(), ids=range(len(HOSTILE)))
+def test_each_way_around_a_check_is_found_in_a_solution_or_an_added_cell(code, what):
+    lesson = Lesson(LESSON)
+    for nb, cell in [(submitted(code), 1), (submitted("def double(x):\n    return 2 * x", extra=code), 2)]:
+        findings = review(nb, lesson)
+        assert any(what in f.what for f in findings), (code, [str(f) for f in findings])
+        assert {f.cell for f in findings} == {cell}
+        assert affected(nb, findings) == {"ex1"}
+
+
+def test_a_cell_is_trusted_by_the_lesson_id_it_carries_not_by_its_flags():
+    lesson = Lesson(LESSON)
+    locked = {"nbgrader": {"grade_id": "my-own", "locked": True, "grade": True, "points": 1}}
+    findings = review(submitted("def double(x):\n    return 2 * x", extra="import os", extra_meta=locked), lesson)
+    assert [f.what for f in findings] == ["imports os (reaches the interpreter, the kernel or the machine)"]
+    restored = {"nbgrader": {"grade_id": "ex1-check", "locked": True, "grade": True, "points": 1}}
+    assert review(submitted("def double(x):\n    return 2 * x", extra="import os", extra_meta=restored), lesson) == []
+
+
+@pytest.mark.parametrize("stem", [p.stem for p in notebook_paths()])
+def test_the_course_s_own_answers_give_no_finding(stem):
+    lesson = Lesson(nbformat.read(fixtures.LESSONS / f"{stem}.ipynb", as_version=4))
+    for kind in ("blank", "right", "wrong"):
+        findings = review(fixtures.submission(stem, kind), lesson)
+        assert findings == [], (kind, [str(f) for f in findings])
