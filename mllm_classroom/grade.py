@@ -121,10 +121,16 @@ def error_notes(autograded, timeout: int) -> tuple[list[str], dict]:
     return notes, messages
 
 
-def last_error(log: str, sid: str) -> str:
+def last_error(log: str, sid: str, timeout: int | None = None) -> str:
+    """Why nbgrader made no graded copy for ``sid``, from its log, in the teacher's words where we know them."""
     lines = [line.strip() for line in log.splitlines() if "[ERROR]" in line or "Error" in line]
     mine = [line for line in lines if sid in line] or lines
-    return (mine[-1] if mine else "nbgrader gave no reason")[:200]
+    reason = (mine[-1] if mine else "nbgrader gave no reason")[:200]
+    if "CellTimeoutError" in reason and timeout:
+        return f"a cell ran past {timeout} s and did not stop when interrupted (the rest was not run)"
+    if "DeadKernelError" in reason or ("Kernel died" in reason and "kernel_info" not in reason):
+        return "the kernel died while running (its memory or time limit, or its own doing)"
+    return reason
 
 
 def kernel_settings(lesson, timeout: int, threads: int, root: Path) -> dict:
@@ -185,7 +191,7 @@ def grade_shard(root: Path, lessons: list[Path], students: dict[str, Path], thre
             for sid, result in ids.items():
                 graded = root / "autograded" / sid / path.stem / path.name
                 if not graded.exists():
-                    result.status = "grading failed: " + last_error(log.stdout + log.stderr, sid)
+                    result.status = "grading failed: " + last_error(log.stdout + log.stderr, sid, limit)
                     continue
                 try:
                     notebook = gb.find_submission_notebook(path.stem, path.stem, sid)

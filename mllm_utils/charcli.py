@@ -60,6 +60,13 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
+class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Adds each option's default to its help, except a default of None: that help says what happens."""
+
+    def _get_help_string(self, action):
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
 # ---------------------------------------------------------------------------
 # Flag types: a value out of range is refused before anything runs
 # ---------------------------------------------------------------------------
@@ -284,7 +291,7 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_preprocess)
 
     p = sub.add_parser("train", help="train; continues from --checkpoint if it exists (see --fresh)",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter, allow_abbrev=False)  # fmt: skip
+                       formatter_class=_DefaultsFormatter, allow_abbrev=False)  # fmt: skip
     data_options(p)
     p.add_argument("--checkpoint", default="war_and_peace_lstm.pt", help="checkpoint to write (and resume from)")
     p.add_argument("--fresh", action="store_true", help="ignore an existing checkpoint and start over")
@@ -306,7 +313,7 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_train)
 
     p = sub.add_parser(
-        "predict", formatter_class=argparse.ArgumentDefaultsHelpFormatter, allow_abbrev=False,
+        "predict", formatter_class=_DefaultsFormatter, allow_abbrev=False,
         help="sample text: methods greedy, temperature, top-k, top-p",
         description="Sample text from a checkpoint. Methods: greedy (always the most likely "
         "character), temperature (sample from softmax(logits / T)), top-k (sample among the k "
@@ -322,7 +329,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_natural, default=0, help="seed of the sampling generator")
     p.set_defaults(func=_cmd_predict)
 
-    p = sub.add_parser("evaluate", formatter_class=argparse.ArgumentDefaultsHelpFormatter, allow_abbrev=False,
+    p = sub.add_parser("evaluate", formatter_class=_DefaultsFormatter, allow_abbrev=False,
                        help="print a checkpoint's validation loss on the held-out 10%%")  # fmt: skip
     data_options(p)
     _checkpoint_option(p)

@@ -82,6 +82,15 @@ def test_predict_help_is_what_notebook_07_prints(capsys):
     ]
 
 
+def test_help_gives_each_default_once(capsys):
+    """No option's help says "(default: None)"; --checkpoint says in words what its default means, once."""
+    for command in ("train", "predict", "evaluate"):
+        text = " ".join(_help(capsys, command).split())
+        assert "(default: None)" not in text, command
+    predict = " ".join(_help(capsys, "predict").split())
+    assert predict.count("(default: the shipped LSTM)") == 1
+
+
 def test_python_dash_m_runs_the_command_line(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "mllm_utils.charcli", "evaluate", "--help"],

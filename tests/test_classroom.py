@@ -221,20 +221,6 @@ runpy.run_module("ipykernel_launcher", run_name="__main__")
 """
 
 
-def one_exercise_lesson(path):
-    """A lesson of two cells, the nbgrader markup of the course's exercises: graded in seconds."""
-    solution = nbformat.v4.new_code_cell("### BEGIN SOLUTION\nanswer = 42\n### END SOLUTION")
-    solution.metadata["nbgrader"] = {"grade": False, "grade_id": "ex1-solution", "locked": False,
-                                     "schema_version": 3, "solution": True, "task": False}
-    check = nbformat.v4.new_code_cell("assert answer == 42")
-    check.metadata["nbgrader"] = {"grade": True, "grade_id": "ex1-check", "locked": True, "points": 1,
-                                  "schema_version": 3, "solution": False, "task": False}
-    nb = nbformat.v4.new_notebook(cells=[solution, check])
-    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
-    nbformat.write(nb, path)
-    return nb
-
-
 @pytest.mark.parametrize("deaths, status", [(1, "graded"), (2, "grading failed: RuntimeError: Kernel died")])
 def test_a_kernel_that_dies_at_start_is_tried_once_more(tmp_path, monkeypatch, deaths, status):
     kernels = tmp_path / "kernel"  # bound into the sandbox, where the kernel may run as nobody: open to all
@@ -244,7 +230,7 @@ def test_a_kernel_that_dies_at_start_is_tried_once_more(tmp_path, monkeypatch, d
     monkeypatch.setenv("MLLM_SANDBOX_TEST_KERNEL", str(kernels / "flaky.py"))
     (kernels / "deaths").write_text(str(deaths), encoding="utf-8")  # the sandbox passes the kernel no variables
     (tmp_path / "class" / "ada").mkdir(parents=True)
-    nb = one_exercise_lesson(tmp_path / "99_answer.ipynb")
+    nb = fixtures.one_exercise_lesson(tmp_path / "99_answer.ipynb")
     nbformat.write(nb, tmp_path / "class" / "ada" / "99_answer.ipynb")
     [result] = grading.grade(tmp_path / "class", [tmp_path / "99_answer.ipynb"], tmp_path / "grades")
     assert result.status.startswith(status), result.status

@@ -62,7 +62,8 @@ ATTACKS = {
     "swallow_errors": "get_ipython().set_custom_exc((Exception,), lambda *a, **k: None)",
     "builtins": "import builtins\nbuiltins.AssertionError = type('Quiet', (Exception,), {})",
     # seeing what a student must not see
-    "read_solutions": "import os\nfound = []\nfor top in ['/', os.getcwd(), os.path.expanduser('~')]:\n"
+    "read_solutions": "import os\nSIGNS = ('hidden-line-of-exercise', 'def words', '99_hostile')\nfound = []\n"
+                      "for top in ['/', os.getcwd(), os.path.expanduser('~')]:\n"
                       "    for root, dirs, files in os.walk(top):\n"
                       "        if root.startswith(('/proc', '/sys', '/usr', '/dev')):\n"
                       "            dirs[:] = []\n            continue\n"
@@ -70,7 +71,7 @@ ATTACKS = {
                       "            if f.endswith(('.ipynb', '.db')):\n"
                       "                try:\n                    text = open(p, errors='ignore').read()\n"
                       "                except OSError:\n                    continue\n"
-                      "                if 'hidden-line-of-exercise' in text or 'def words' in text or '99_hostile' in text:\n"
+                      "                if any(w in text for w in SIGNS):\n"
                       "                    found.append(p)\n                    print(text)\n"
                       "if found:\n    raise RuntimeError('ATTACK WORKED: read ' + str(found))",
     "environment": "import os\nprint(dict(os.environ))\n"
@@ -269,6 +270,9 @@ def test_a_kernel_that_kills_or_hangs_costs_only_its_own_submission(hostile):
     for name in ("kill_everything", "hang"):
         [row] = [r for student, r in hostile["rows"].items() if student.endswith(name)]
         assert row["score"] == "0"
+    [hang] = [r for student, r in hostile["rows"].items() if student.endswith("hang")]
+    assert hang["status"] == ("grading failed: a cell ran past 8 s and did not stop when interrupted "
+                              "(the rest was not run)")
     assert hostile["rows"]["zed"]["score"] == "2"
 
 

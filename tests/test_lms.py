@@ -27,6 +27,7 @@ import pytest
 from mllm_classroom import cli, lms, lms_import
 from mllm_classroom.grade import Result
 from mllm_classroom.lessons import ClassroomError
+from tools import classroom_fixtures as fixtures
 
 ROOT = Path(__file__).resolve().parent.parent
 STEMS = ["05_lstm", "06_gru", "99_answer"]
@@ -36,17 +37,7 @@ STEMS = ["05_lstm", "06_gru", "99_answer"]
 
 
 def one_exercise_lesson(path):
-    """A lesson of two cells with the nbgrader markup of the course's exercises: graded in seconds."""
-    solution = nbformat.v4.new_code_cell("### BEGIN SOLUTION\nanswer = 42\n### END SOLUTION")
-    solution.metadata["nbgrader"] = {"grade": False, "grade_id": "ex1-solution", "locked": False,
-                                     "schema_version": 3, "solution": True, "task": False}
-    check = nbformat.v4.new_code_cell("assert answer == 42")
-    check.metadata["nbgrader"] = {"grade": True, "grade_id": "ex1-check", "locked": True, "points": 1,
-                                  "schema_version": 3, "solution": False, "task": False}
-    nb = nbformat.v4.new_notebook(cells=[solution, check])
-    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, path)
+    fixtures.one_exercise_lesson(path)
     return path
 
 

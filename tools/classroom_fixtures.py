@@ -114,6 +114,22 @@ def make_sample_class(out: Path) -> None:
     (out / "fay" / ".keep").write_text("", encoding="utf-8")
 
 
+
+def one_exercise_lesson(path: Path):
+    """A lesson of two cells with the nbgrader markup of the course's exercises, written to ``path``: graded in
+    seconds, for the tests of grading itself."""
+    solution = nbformat.v4.new_code_cell("### BEGIN SOLUTION\nanswer = 42\n### END SOLUTION")
+    solution.metadata["nbgrader"] = {"grade": False, "grade_id": "ex1-solution", "locked": False,
+                                     "schema_version": 3, "solution": True, "task": False}
+    check = nbformat.v4.new_code_cell("assert answer == 42")
+    check.metadata["nbgrader"] = {"grade": True, "grade_id": "ex1-check", "locked": True, "points": 1,
+                                  "schema_version": 3, "solution": False, "task": False}
+    nb = nbformat.v4.new_notebook(cells=[solution, check])
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return nb
+
 if __name__ == "__main__":
     if sys.argv[1:] != ["sample-class"]:
         sys.exit(__doc__)

@@ -80,7 +80,7 @@ if "google.colab" in sys.modules:
     import subprocess
 
     REPO_URL = "{url}"
-    # Where the course is cloned (the tests point MLLM_COURSE_DIR at a local clone instead).
+    # Where the course is cloned (MLLM_COURSE_DIR names another folder, e.g. a clone you already have).
     REPO_DIR = os.environ.get("MLLM_COURSE_DIR", "/content/{folder}")
     if not os.path.isdir(REPO_DIR):
         subprocess.run(["git", "clone", "--quiet", "--depth", "1", REPO_URL, REPO_DIR], check=True)
