@@ -141,18 +141,19 @@ def command(settings: Settings, box: Path, argv: list[str]) -> list[str]:
     else:
         args += ["--unshare-user"]
     args += _system_binds()
-    made = set()
+    # The private /tmp and home first: a folder bound below comes on top of them (a course cloned into /tmp).
+    args += ["--proc", "/proc", "--dev", "/dev",
+             "--perms", "1777", "--size", str(TMP_MIB * MIB), "--tmpfs", "/tmp",
+             "--perms", "0755", "--dir", "/home",
+             "--perms", "0777", "--size", str(TMP_MIB * MIB), "--tmpfs", HOME,
+             "--bind", str(box / "work"), WORK]
+    made = {"/tmp", "/home", HOME}
     for folder in settings.read_only:
         for parent in _parents(folder):
             if parent not in made:
                 args += ["--perms", "0755", "--dir", parent]
                 made.add(parent)
         args += ["--ro-bind", folder, folder]
-    args += ["--proc", "/proc", "--dev", "/dev",
-             "--perms", "1777", "--size", str(TMP_MIB * MIB), "--tmpfs", "/tmp",
-             "--perms", "0755", "--dir", "/home",
-             "--perms", "0777", "--size", str(TMP_MIB * MIB), "--tmpfs", HOME,
-             "--bind", str(box / "work"), WORK]
     writable = [str(box / "ipc")]
     if settings.kernel_script:
         writable.append(os.path.dirname(settings.kernel_script))
