@@ -125,7 +125,7 @@ def graded_class(tmp_path_factory):
         for stem in STEMS:
             nbformat.write(fixtures.submission(stem, kind), folder / kind / f"{stem}.ipynb")
     # One shard per kind: three course folders share the two cores, none waits with its core idle.
-    results = grading.grade(folder, LESSONS, folder / "grades", jobs=3)
+    results = grading.grade(folder, LESSONS, tmp_path_factory.mktemp("grades"), jobs=3)
     return {(r.student, r.notebook): r for r in results}
 
 
