@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
+import threading
 from dataclasses import dataclass
 
 from mllm_classroom.lessons import HIDDEN, SOLUTION, grade_id
@@ -61,6 +62,11 @@ PATH = re.compile(r"^(/[A-Za-z_.]|~|\.\./)|/\.\./|/proc\b")
 DUNDER = re.compile(r"^__\w+__$")
 
 
+# Grading reviews in one thread per shard, and CPython 3.11's parser is not safe to call from two threads at
+# once ("SystemError: AST constructor recursion depth mismatch", fixed in 3.12): one parse at a time.
+PARSING = threading.Lock()
+
+
 @functools.cache
 def library_functions() -> frozenset[str]:
     """Names of the functions and methods the checks rely on: assigning to ``anything.allclose`` or
@@ -91,16 +97,17 @@ class Finding:
 
 def python_of(source: str) -> ast.Module | None:
     """The Python a kernel runs for ``source`` (IPython's ``!`` and ``%`` lines turned into calls)."""
-    try:
-        from IPython.core.inputtransformer2 import TransformerManager
+    with PARSING:
+        try:
+            from IPython.core.inputtransformer2 import TransformerManager
 
-        source = TransformerManager().transform_cell(source)
-    except Exception:  # noqa: BLE001 - IPython missing or an odd cell: parse it as it is
-        pass
-    try:
-        return ast.parse(source)
-    except (SyntaxError, ValueError):
-        return None  # it does not run in the kernel either
+            source = TransformerManager().transform_cell(source)
+        except Exception:  # noqa: BLE001 - IPython missing or an odd cell: parse it as it is
+            pass
+        try:
+            return ast.parse(source)
+        except (SyntaxError, ValueError):
+            return None  # it does not run in the kernel either
 
 
 def module_bindings(tree: ast.Module) -> set[str]:

@@ -109,3 +109,13 @@ def test_the_course_s_own_answers_give_no_finding(stem):
     for kind in ("blank", "right", "wrong"):
         findings = review(fixtures.submission(stem, kind), lesson)
         assert findings == [], (kind, [str(f) for f in findings])
+
+
+def test_lessons_are_read_in_parallel_shards():
+    """Grading reads lessons in one thread per shard; CPython 3.11's parser breaks when two threads parse."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    lessons = [nbformat.read(p, as_version=4) for p in notebook_paths()]
+    with ThreadPoolExecutor(4) as pool:
+        read = list(pool.map(Lesson, lessons * 4))
+    assert all(lesson.check_reads for lesson in read)
