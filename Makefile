@@ -42,12 +42,13 @@ LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # JupyterLab draws the widgets saved in a notebook (before any cell runs) only in a trusted notebook,
 # and a fresh clone's notebooks are not trusted yet: `jupyter trust` records them as the learner's own.
+# A learner opens the learner's versions (student/): the lessons with their outputs, the exercises to do.
 lab: setup  ## open the course in JupyterLab
-	$(VENV)/bin/jupyter trust notebooks/*.ipynb >/dev/null
-	$(VENV)/bin/jupyter lab $(LAB_ARGS) notebooks/
+	$(VENV)/bin/jupyter trust student/*.ipynb >/dev/null
+	$(VENV)/bin/jupyter lab $(LAB_ARGS) student/
 
 test: test-units  ## unit tests, the classroom kit end to end, lint, then every notebook under nbval (quick size)
-	$(TPY) -m pytest notebooks
+	$(TPY) -m pytest notebooks student
 
 # What CI runs (.ci/run): everything `make test` checks, then the course in the other environments it
 # promises, in a real browser, and on a busy machine. The notebooks run under nbval once, on the busy
@@ -82,8 +83,8 @@ test-site: site  ## the built site in headless Chromium, offline: pages, links, 
 	bash tools/browser-setup.sh $(SITE_VENV)
 	$(SPY) tools/site_test.py
 
-test-loaded: teach-setup  ## every notebook under nbval while busy processes load every core
-	$(TPY) tools/under_load.py -- $(TPY) -m pytest -q notebooks/
+test-loaded: teach-setup  ## every notebook (lessons and learner's versions) under nbval while busy processes load every core
+	$(TPY) tools/under_load.py -- $(TPY) -m pytest -q notebooks/ student/
 
 test-full: setup  ## run every notebook at the full size (slow; a GPU helps): errors only, outputs not compared
 	MLLM_QUICK=0 TQDM_DISABLE=1 $(PY) -m pytest --nbval-lax notebooks/
@@ -94,7 +95,7 @@ lint: setup
 sandbox-setup:  ## bubblewrap, the sandbox every graded submission runs in (installed when missing, as root)
 	sh tools/sandbox-setup.sh
 
-release: teach-setup  ## make the student versions (student/) from the lessons
+release: teach-setup  ## make the learner's versions (student/) and solutions pages (solutions/) from the lessons
 	$(TPY) -m mllm_classroom release
 
 grade: teach-setup sandbox-setup  ## grade SUBMISSIONS=zip or folder (Canvas, Moodle, one folder per student) into GRADES=folder

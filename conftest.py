@@ -9,7 +9,7 @@ import os
 
 from tools.notebooks import RUN_ENV
 
-pytest_plugins = ["tools.nbval_stderr"]
+pytest_plugins = ["tools.nbval_stderr", "tools.nbval_learner"]
 
 for _name, _value in RUN_ENV.items():
     if _name == "MLLM_QUICK" and os.environ.get(_name) == "0":

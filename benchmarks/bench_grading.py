@@ -4,9 +4,9 @@
 
 Needs the teacher's environment (`make teach-setup`; run with .venv-teach/bin/python). The class is
 synthetic: a third of the students submit the solutions, a third the plausible wrong answers kept for the
-tests, a third the blank student version. Prints the wall time for the whole class, per student, and the
-scores it found (which must be full / below full / zero). Goal: 30 students in at most 5 minutes on a
-2-core machine.
+tests, a third the blank learner's version. Prints the wall time for the whole class, per student, the calls
+the judge made into the students' processes, and the scores it found (which must be full / below full /
+zero). Goal: 30 students in at most 5 minutes on a 2-core machine.
 """
 
 import argparse
@@ -55,6 +55,11 @@ def main() -> None:
     print(f"machine: {cpu_name()}, jobs {args.jobs}, sandbox {'off' if args.no_sandbox else 'on (bubblewrap)'}")
     print(f"graded {len(results)} submissions of {args.notebook} in {seconds:.1f} s "
           f"({seconds / len(results):.1f} s per student); goal: 30 in 300 s")
+    graded = [r for r in results if r.seconds]
+    if graded:
+        print(f"each submission: {sum(r.seconds for r in graded) / len(graded):.1f} s in its own grading process "
+              f"(the student's sandbox running the notebook, the judge running the checks), "
+              f"{sum(r.calls for r in graded) / len(graded):.0f} calls of the student's functions from the judge")
     print("scores as expected:", {f"{kind} {'ok' if ok else 'WRONG'}": n for (kind, ok), n in sorted(scores.items())})
 
 

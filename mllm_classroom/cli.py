@@ -28,9 +28,12 @@ def parser() -> argparse.ArgumentParser:
     main.add_argument("--notebooks", type=Path, default=Path("notebooks"),
                       help="folder of the lesson notebooks (default: notebooks)")
     sub = main.add_subparsers(dest="command", required=True)
-    rel = sub.add_parser("release", help="make the student versions", allow_abbrev=False)
+    rel = sub.add_parser("release", help="make the learner's versions (and their solutions pages)",
+                         allow_abbrev=False)
     rel.add_argument("names", nargs="*", metavar="NOTEBOOK", help="05 or 05_lstm (default: all)")
     rel.add_argument("--out", type=Path, default=Path("student"), help="folder to write (default: student)")
+    rel.add_argument("--solutions", type=Path, default=None,
+                     help="folder for the solutions pages (default: solutions, beside --out)")
     gra = sub.add_parser("grade", help="grade a class's submissions", allow_abbrev=False)
     gra.add_argument("submissions", type=Path, metavar="SUBMISSIONS",
                      help="the zip your LMS gave (Canvas, Moodle) or its folder, or one folder per student")
@@ -60,9 +63,9 @@ def main(argv=None) -> int:
         if args.command == "release":
             from mllm_classroom.release import release
 
-            for row in release(lessons, args.out):
+            for row in release(lessons, args.out, args.solutions):
                 print(f"{row['notebook']}: {row['exercises']} exercises, {row['points']:g} points")
-            print(f"student versions written to {args.out}/")
+            print(f"learner's versions written to {args.out}/, solutions to {args.solutions or args.out.parent / 'solutions'}/")
             return 0
         results, lines = grade_command(args, lessons)
     except ClassroomError as error:
@@ -90,7 +93,8 @@ def grade_command(args, lessons: list[Path]) -> tuple[list, list[str]]:
     download = lms.read_download(args.submissions, args.lms)
     sheet = lms_import.read_sheet(download.layout, args.canvas_gradebook, args.canvas_assignment,
                                   args.moodle_worksheet)
-    download.choose([p.stem for p in lesson_paths(args.notebooks)], [p.stem for p in lessons])
+    download.choose([p.stem for p in lesson_paths(args.notebooks)], [p.stem for p in lessons],
+                    roster=sorted(sheet.students) if sheet is not None else None)
     if not args.names:  # every notebook found in the submissions
         lessons = [p for p in lessons if p.stem in download.notebooks()]
     if not download.students or not lessons:

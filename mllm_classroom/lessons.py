@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 RUN_TIME_KEY = "quick_run_seconds"  # in notebook.metadata["mllm"], written by tools/notebooks.py run
@@ -62,6 +63,70 @@ def exercises(nb) -> list[Exercise]:
     return found
 
 
+@dataclass
+class Task:
+    """An exercise as the grader runs it: where its cells are in the lesson, its check's two parts, and the
+    functions and classes its solution cell defines (the names the judge replaces by the student's)."""
+
+    number: int
+    name: str  # "ex1"
+    points: float
+    solution: int  # the solution cell's index in the lesson
+    check: int  # the check cell's index
+    solution_id: str  # "ex1-solution"
+    check_id: str  # "ex1-check"
+    visible: str  # the check's code before its hidden tests
+    hidden: str  # the hidden tests' code (markers removed)
+    names: list[str] = field(default_factory=list)
+    solution_cell_id: str = ""  # nbformat's cell id
+    check_cell_id: str = ""
+
+
+def defined_names(source: str) -> list[str]:
+    """The names a cell binds at its top level, in order: its functions and classes, and its values (a check
+    may read ``answer = 42`` as well as ``def encode``)."""
+    try:
+        tree = ast.parse(SOLUTION.sub(lambda m: m.group(1), source))
+    except SyntaxError:
+        return []
+    names = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            found = [node.name]
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            found = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+        else:
+            found = []
+        names += [n for n in found if n not in names]
+    return names
+
+
+def split_check(source: str) -> tuple[str, str]:
+    """A check cell's visible part and its hidden tests (without their markers)."""
+    hidden = "\n".join(block.strip("\n") for block in HIDDEN.findall(source))
+    return HIDDEN.sub("", source).rstrip() + "\n", hidden
+
+
+def tasks(nb) -> list[Task]:
+    """The exercises of a lesson, in order, as the grader runs them."""
+    solutions, found = {}, []
+    for index, cell in enumerate(nb.cells):
+        meta = cell.metadata.get("nbgrader", {})
+        gid = meta.get("grade_id", "")
+        if cell.cell_type == "code" and meta.get("solution"):
+            solutions[gid.removesuffix("-solution")] = (index, cell)
+        elif cell.cell_type == "code" and meta.get("grade"):
+            name = gid.removesuffix("-check")
+            sol_index, sol_cell = solutions[name]
+            visible, hidden = split_check(cell.source)
+            found.append(Task(number=len(found) + 1, name=name, points=float(meta.get("points", 0)),
+                              solution=sol_index, check=index, solution_id=grade_id(sol_cell), check_id=gid,
+                              visible=visible, hidden=hidden, names=defined_names(sol_cell.source),
+                              solution_cell_id=sol_cell.get("id", ""), check_cell_id=cell.get("id", "")))
+    return found
+
+
 def measured_seconds(nb) -> float | None:
     return nb.metadata.get("mllm", {}).get(RUN_TIME_KEY)
 
@@ -76,23 +141,40 @@ def cell_timeout(nb) -> int:
 
 
 def secret_lines(lesson) -> set[str]:
-    """Every line of the lesson's hidden tests and solutions long enough to recognise (stripped).
-
-    No feedback a student receives may contain one of these, whatever the submission printed.
-    """
+    """Every line of the lesson's hidden tests and solutions long enough to recognise, in the form
+    :func:`plain_text` gives. No feedback a student receives may contain one of these."""
     lines = set()
     for cell in lesson.cells:
         if cell.cell_type != "code":
             continue
         for pattern in (HIDDEN, SOLUTION):
             for block in pattern.findall(cell.source):
-                lines.update(line.strip() for line in block.splitlines())
+                lines.update(squeeze(line) for line in block.splitlines())
     return {line for line in lines if len(line) >= SECRET_MIN_CHARS}
 
 
+# Terminal escapes (colours, cursor moves) and characters that print as nothing or move the text.
+ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
+INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5"
+                       "\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f"
+                       "\ufeff\uffa0\ufff0-\ufffb]")
+
+
+def plain_text(text: str) -> str:
+    """``text`` without terminal escapes and invisible or control characters (tabs and newlines kept)."""
+    return INVISIBLE.sub("", ESCAPES.sub("", str(text)))
+
+
+def squeeze(text: str) -> str:
+    """The visible characters of ``text`` only: what a secret line is recognised by, however it is spaced."""
+    return "".join(plain_text(text).split())
+
+
 def scrub(text: str, secrets: set[str]) -> str:
-    """``text`` with every line that holds a secret line replaced by a mark: feedback never leaks a test."""
-    if not any(secret in text for secret in secrets):
-        return text
-    return "\n".join("[a line of the hidden tests or solutions was removed]"
-                     if any(secret in line for secret in secrets) else line for line in text.splitlines())
+    """``text`` made plain, or a mark in its place when it holds a line of the hidden tests or solutions,
+    however that line was spaced, split or hidden with invisible characters."""
+    text = plain_text(text)
+    flat = squeeze(text)
+    if any(secret in flat for secret in secrets):
+        return "[withheld: it quoted the hidden tests or a solution]"
+    return text

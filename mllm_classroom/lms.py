@@ -18,7 +18,10 @@ the names, or named with ``--lms``):
 
 Students are keyed by the LMS's own id; the name is kept for display. A file counts for a notebook when
 its name starts with the notebook's (``05_lstm-1.ipynb``, ``Copy of 05_lstm.ipynb``). Of several files
-for one notebook the newest upload is graded: Canvas's ``-N`` decides there, the file's time elsewhere.
+for one notebook the newest upload is graded: Canvas's ``-N`` decides there, Moodle's file time; in a plain
+folder, where only a file's name says whose it is, the newest is graded and its points are held for the
+teacher (anyone could have named a file after a classmate). A Canvas name that reads as two students'
+(a name ending in ``_123``) is decided by the gradebook's roster, or not graded.
 Every file of the download gets a row in ``files.csv`` saying what became of it; none is dropped.
 
 A zip is checked whole before anything is read out of it: a member that climbs out (``..``), is absolute,
@@ -70,10 +73,37 @@ class Upload:
     order: tuple = ()  # a larger one is a newer upload
     notebook: str | None = None
     what: str = ""  # what became of it (files.csv)
+    readings: list = field(default_factory=list)  # Canvas: every way its name can be read (see parse_canvas)
+
+
+CANVAS_SPLIT = re.compile(r"_(?:(?P<late>LATE)_)?(?P<id>[1-9]\d*)_(?P<attachment>[1-9]\d*)_")
+
+
+def canvas_readings(name: str) -> list[dict]:
+    """Every way to read a Canvas file name as ``{name}[_LATE]_{user id}_{attachment id}_{file}``, one per
+    student id and file.
+
+    Canvas keeps a name's trailing ``_123`` (``sanitize_user_name`` only removes ``_123_``), so a student who
+    calls themselves ``x_999`` makes a name that also reads as student 999's; ids never start with 0.
+    """
+    readings, start = [], 0
+    while match := CANVAS_SPLIT.search(name, start):
+        first = name[: match.start()]
+        reading = {"name": first, "late": bool(match["late"]), "id": match["id"], "attachment": match["attachment"],
+                   "file": name[match.end():]}
+        if re.fullmatch(r"\w*", first) and reading["file"] and not any(
+                (r["id"], r["file"]) == (reading["id"], reading["file"]) for r in readings):
+            readings.append(reading)
+        start = match.start() + 1
+    return readings
 
 
 def parse_canvas(up: Upload) -> None:
-    """``{name}[_LATE]_{user id}_{attachment id}_{file}`` (anonymous: ``[LATE_]anon_{id}_...``), flat."""
+    """``{name}[_LATE]_{user id}_{attachment id}_{file}`` (anonymous: ``[LATE_]anon_{id}_...``), flat.
+
+    Where a name can be read in more than one way, every reading is kept (``up.readings``) and
+    :meth:`Download.choose` decides with what it knows (the notebooks' names, the gradebook's roster).
+    """
     name = up.path
     if "/" in name:
         return
@@ -82,12 +112,19 @@ def parse_canvas(up: Upload) -> None:
         up.student, up.display, up.late = text["id"], text["name"] or text["id"], bool(text["late"])
         up.what = "a text entry or a link, not a file"
         return
-    match = CANVAS_ANONYMOUS.match(name) or CANVAS_NAMED.match(name)
-    if match:
-        display = match.groupdict().get("name") or match["id"]
-        again = CANVAS_AGAIN.search(match["file"])
-        up.student, up.display, up.file, up.late = match["id"], display, match["file"], bool(match["late"])
-        up.order = (int(again["n"]) if again else 0, int(match["attachment"]))
+    match = CANVAS_ANONYMOUS.match(name)
+    readings = [{"name": "", "late": bool(match["late"]), "id": match["id"], "attachment": match["attachment"],
+                 "file": match["file"]}] if match else canvas_readings(name)
+    up.readings = readings
+    if readings:
+        take_reading(up, readings[0])
+
+
+def take_reading(up: Upload, reading: dict) -> None:
+    again = CANVAS_AGAIN.search(reading["file"])
+    up.student, up.display, up.file, up.late = (reading["id"], reading["name"] or reading["id"], reading["file"],
+                                                reading["late"])
+    up.order = (int(again["n"]) if again else 0, int(reading["attachment"]))
 
 
 def parse_moodle(up: Upload) -> None:
@@ -236,9 +273,25 @@ class Download:
         """The notebooks a file will be graded for (after :meth:`choose`)."""
         return {u.notebook for u in self.uploads if u.what == "graded"}
 
-    def choose(self, all_stems: list[str], graded_stems: list[str]) -> None:
-        """Match each file to a notebook; of several for one notebook, the newest is graded."""
+    def choose(self, all_stems: list[str], graded_stems: list[str], roster: list[str] | None = None) -> None:
+        """Match each file to a notebook; of several for one notebook, the newest is graded (in a plain folder,
+        where nothing but a file's name says whose it is, it is graded and held for the teacher to look at).
+
+        A Canvas name that reads in more than one way keeps the readings whose file is a notebook of the
+        course and, given the gradebook's ``roster``, whose id is a student's; if more than one is left, the
+        file is not graded and files.csv says why."""
         groups: dict = {}
+        for up in self.uploads:
+            if len(up.readings) > 1:
+                fits = [r for r in up.readings if notebook_of(r["file"], all_stems)] or up.readings
+                if roster:
+                    fits = [r for r in fits if r["id"] in roster] or fits
+                if len(fits) == 1:
+                    take_reading(up, fits[0])
+                else:
+                    ids = ", ".join(r["id"] for r in fits)
+                    up.what = (f"its name reads as more than one student's ({ids}): not graded; pass the "
+                               "gradebook (--canvas-gradebook) so that the roster decides")
         for up in self.uploads:
             up.notebook = notebook_of(up.file or up.path, all_stems) if not up.link else None
             if up.what:
@@ -305,7 +358,12 @@ class Download:
             if up is not None:
                 r.late, r.file = ("late" if up.late else ""), self.prefix + up.path
                 many = counts.get((r.student, r.notebook), 1)
-                if many > 1:
+                if many > 1 and self.layout == "folders":  # only names say whose: nothing counts unseen
+                    r.review.append(f"{many} files claim to be this student's {r.notebook}; graded the newest, "
+                                    f"{up.file}: held until you have looked")
+                    r.withheld += sum(r.points.values())
+                    r.points = {k: 0.0 for k in r.points}
+                elif many > 1:
                     how = "Canvas's resubmission number" if self.layout == "canvas" else "the file's time"
                     r.notes.insert(0, f"{many} files for {r.notebook}; graded the newest upload ({how}), {up.file}")
             if strays.get(r.student):

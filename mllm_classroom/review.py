@@ -175,6 +175,9 @@ class Lesson:
         self.check_reads: dict[str, set[str]] = {}  # check cell id -> names it reads
         self.solution_binds: dict[str, set[str]] = {}  # solution cell id -> names the lesson's solution binds
         self.locked_ids = set()  # cells whose source nbgrader puts back from the lesson before running them
+        self.tags = {"raises-exception"} | {t for c in lesson.cells for t in c.metadata.get("tags", [])}
+        self.nbgrader = {c.metadata["nbgrader"].get("grade_id"): dict(c.metadata["nbgrader"])
+                         for c in lesson.cells if "nbgrader" in c.metadata}
         for cell in lesson.cells:
             meta = cell.metadata.get("nbgrader", {})
             if meta.get("grade_id") and not meta.get("solution") and (meta.get("grade") or meta.get("locked")):
@@ -200,25 +203,52 @@ def normal(source: str) -> str:
     return "\n".join(line.rstrip() for line in source.strip().splitlines())
 
 
-def review(submitted, lesson: Lesson) -> list[Finding]:
-    """Findings for every cell of ``submitted`` that the student wrote or changed."""
+def review(cells: list[dict], lesson: Lesson, solutions: dict, check_cells: set) -> list[Finding]:
+    """Findings for every cell of a submission (cells as :func:`mllm_classroom.judge.read_notebook` gives
+    them) that the student's process will run and the student wrote or changed, and for metadata a
+    submission added. Fails closed: a cell that cannot be read is a finding, never skipped."""
     findings = []
-    for index, cell in enumerate(submitted.cells):
-        if cell.cell_type != "code":
+    solution_at = {index: f"{name}-solution" for name, index in solutions.items()}
+    for index, cell in enumerate(cells):
+        findings += metadata_findings(index, cell, lesson)
+        gid = cell_grade_id(cell)
+        if gid in lesson.solution_binds and cell["type"] != "code":
+            findings.append(Finding(index, gid, f"a {cell['type']} cell in the place of the solution (not run)"))
+        if cell["type"] != "code" or index in check_cells or normal(cell["source"]) in lesson.trusted:
             continue
-        meta = cell.metadata.get("nbgrader", {})
-        if meta.get("grade_id") in lesson.locked_ids:
-            continue  # nbgrader puts the lesson's source back into these before running them (by id, not flag)
-        if normal(cell.source) in lesson.trusted:
-            continue
-        label = grade_id(cell) or f"cell {index}"
-        allowed = lesson.solution_binds.get(meta.get("grade_id", ""), set()) if meta.get("solution") else set()
-        tree = python_of(cell.source)
-        if tree is None:
-            continue
-        for what in sorted(set(cell_findings(tree, lesson, allowed))):
-            findings.append(Finding(index, label, what))
+        label = solution_at.get(index) or f"cell {index}"
+        allowed = lesson.solution_binds.get(solution_at.get(index, ""), set())
+        try:
+            tree = python_of(cell["source"])
+            if tree is None:
+                findings.append(Finding(index, label, "code that does not parse: not read, held for review"))
+                continue
+            for what in sorted(set(cell_findings(tree, lesson, allowed))):
+                findings.append(Finding(index, label, what))
+        except (RecursionError, MemoryError):
+            findings.append(Finding(index, label, "code nested too deeply to be read: held for review"))
     return findings
+
+
+def cell_grade_id(cell: dict) -> str:
+    meta = cell["meta"].get("nbgrader")
+    return meta.get("grade_id", "") if isinstance(meta, dict) and isinstance(meta.get("grade_id"), str) else ""
+
+
+def metadata_findings(index: int, cell: dict, lesson: Lesson) -> list[Finding]:
+    """Tags and nbgrader fields the student version does not have: the grader ignores them, review names them."""
+    found = []
+    tags = cell["meta"].get("tags", [])
+    extra = sorted(t for t in tags if isinstance(t, str) and t not in lesson.tags) if isinstance(tags, list) else []
+    if not isinstance(tags, list) or extra or any(not isinstance(t, str) for t in tags):
+        found.append(Finding(index, f"cell {index}", f"cell tags the student version does not have: "
+                                                     f"{(extra or [repr(tags)[:40]])[:3]}"))
+    if "nbgrader" in cell["meta"]:
+        meta = cell["meta"]["nbgrader"]
+        gid = meta.get("grade_id") if isinstance(meta, dict) else None
+        if not isinstance(meta, dict) or lesson.nbgrader.get(gid) != meta:
+            found.append(Finding(index, f"cell {index}", "nbgrader metadata that differs from the student version's"))
+    return found
 
 
 def cell_findings(tree: ast.Module, lesson: Lesson, allowed: set[str]):
@@ -300,16 +330,3 @@ def matplotlib_magics(tree: ast.Module) -> set[int]:
 
 def node_is_relative(node) -> bool:
     return isinstance(node, ast.ImportFrom) and bool(node.level)
-
-
-def affected(submitted, findings: list[Finding]) -> set[str]:
-    """The exercises (``ex2``) whose check cell runs after a flagged cell (a changed module stays changed)."""
-    if not findings:
-        return set()
-    first = min(f.cell for f in findings)
-    names = set()
-    for index, cell in enumerate(submitted.cells):
-        gid = grade_id(cell)
-        if gid and cell.metadata.get("nbgrader", {}).get("grade") and index > first:
-            names.add(gid.removesuffix("-check"))
-    return names

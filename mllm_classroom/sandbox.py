@@ -1,23 +1,29 @@
-"""The sandbox every submitted notebook runs in: bubblewrap around the kernel, nothing else.
+"""The sandbox every process that runs notebook code for the grader starts in: bubblewrap, and limits per
+sandbox (not per process, not per user).
 
-nbgrader (the hidden tests, the gradebook) stays in the teacher's process; the kernel that runs a
-student's code, and everything it starts, sees only:
+A sandboxed worker (:mod:`mllm_classroom.worker`) sees only:
 
-- the Python environment and the course package (``mllm_utils``), read-only, and the system's /usr;
-- a private, empty working folder and a private /tmp (both gone when the kernel ends);
-- the folder of its own connection sockets (jupyter_client's ``ipc`` transport, so no network is needed);
-- an environment of its own (none of the teacher's variables), no network at all (a namespace with
-  nothing in it), its own process list (it cannot see or signal the grader), and limits on memory
-  (address space), processes, file size and wall time. When the kernel ends, the whole namespace ends
-  with it: nothing it started is left running.
+- the Python environment and the course's two packages, read-only, and the system's /usr;
+- a private working folder and /tmp, each a size-limited tmpfs (memory, so counted in the memory limit);
+  nothing on the host's disk is its, and the grader never opens a path inside it;
+- one end of a socketpair to the grader (no network at all: a namespace with nothing in it);
+- an environment of its own, its own process list (it runs as pid 1 there: when it ends, everything it
+  started ends), and no way to signal or see the grader.
 
-When the grader runs as root (a container, a CI machine), the kernel runs as ``nobody`` as well, with no
-capabilities, so that the process limit holds (the kernel does not count root's processes).
+Limits hold for the whole sandbox (:class:`Limits`): memory and the number of processes through a cgroup of
+its own, CPU shared equally between sandboxes (one cgroup each), wall time through the grader, and, per
+process, address space and file size through rlimits. Where the cgroup comes from (:func:`limit_mode`):
+
+- root (CI, a container): a cgroup made directly (cgroup v2, or v1's memory, pids and cpu hierarchies),
+  and a uid of its own for every sandbox, with no capabilities;
+- a user with systemd (most Linux laptops, WSL2 with systemd on): ``systemd-run --user --scope``;
+- neither (WSL2 without systemd, some containers): per-process limits only, said in every row of grades.csv.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import os
 import shutil
@@ -25,32 +31,32 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
-from dataclasses import asdict, dataclass, field
+import time
+from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
-from jupyter_client.manager import AsyncKernelManager
-
+from mllm_classroom.channel import Channel, pair
 from mllm_classroom.lessons import ClassroomError
 
-SETTINGS_ENV = "MLLM_SANDBOX"  # JSON settings, from the grader to the nbgrader process it starts
 HOME = "/home/student"
 WORK = f"{HOME}/work"
-NOBODY = 65534
 MIB = 1024 * 1024
 # Memory: the notebook's measured peak address space times MEMORY_FACTOR, at least MIN_MEMORY_MIB, at most
-# MAX_MEMORY_MIB (and that cap when a notebook was never measured).
+# MAX_MEMORY_MIB (and that cap when a notebook was never measured). It bounds the whole sandbox's memory
+# (its files in /tmp and its working folder included) and each of its processes' address space.
 MEMORY_FACTOR = 1.5
 MIN_MEMORY_MIB = 2048
 MAX_MEMORY_MIB = 4096
-PROCESSES = 64  # threads count too: PyTorch and OpenMP start a few per core
-FILE_MIB = 64  # the largest file a kernel may write
-TMP_MIB = 256  # its private /tmp (memory-backed)
-MESSAGE_MIB = 64  # the largest message the grader takes from a kernel
-# Variables a kernel gets from the grader's environment when set there: the course's run settings
-# (tools/notebooks.py RUN_ENV) and the numeric libraries' thread and CPU settings. Nothing else.
+PROCESSES = 64  # in the whole sandbox; threads count too (PyTorch and OpenMP start a few per core)
+FILE_MIB = 64  # the largest file it may write
+TMP_MIB = 256  # its /tmp, and its working folder, each
+UID_BASE = 2_000_000_000  # as root, each sandbox runs as a uid of its own from here on (no such user exists)
+CGROUP_NAME = "mllm-classroom"
+# Variables a worker gets from the grader's environment when set there: the course's run settings
+# (tools/notebooks.py RUN_ENV) and the numeric libraries' CPU settings. Nothing else.
 PASSED_ENV = ("MLLM_QUICK", "TQDM_DISABLE", "PYTHONHASHSEED", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY",
-              "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+              "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 HOW_TO_GET_ONE = (
     "grading runs every submission in a sandbox, and none can start here: {why}. "
     "On Debian or Ubuntu: `sudo apt-get install bubblewrap`; Fedora: `sudo dnf install bubblewrap`; "
@@ -59,54 +65,162 @@ HOW_TO_GET_ONE = (
     "profile allows it: install the package rather than a copy of bwrap. To grade without a sandbox anyway, "
     "pass --no-sandbox (each row of grades.csv then says so)"
 )
+_numbers = itertools.count()
 
 
 @dataclass
-class Settings:
-    """What a kernel's sandbox allows. Written as JSON into the nbgrader process's environment."""
+class Limits:
+    """What one sandbox may use, all its processes together (memory, processes) or each (file size)."""
 
     memory_mib: int = MAX_MEMORY_MIB
     processes: int = PROCESSES
     file_mib: int = FILE_MIB
-    wall_seconds: int = 3600  # the kernel's whole life: cell timeouts plus a margin
-    python: str = sys.executable
-    read_only: list = field(default_factory=list)  # folders bound read-only at the same path
-    env: dict = field(default_factory=dict)
-    kernel_script: str | None = None  # tests only: run this file instead of ipykernel (read-write folder)
-    parent: str = field(default_factory=tempfile.gettempdir)  # where each kernel's private folders are made
-
-    def to_env(self) -> dict:
-        return {SETTINGS_ENV: json.dumps(asdict(self))}
-
-    @classmethod
-    def from_env(cls) -> Settings:
-        text = os.environ.get(SETTINGS_ENV)
-        if not text:
-            raise RuntimeError(f"{SETTINGS_ENV} is not set: the sandboxed kernel manager needs its settings")
-        return cls(**json.loads(text))
+    tmp_mib: int = TMP_MIB
+    threads: int = 1
 
 
 def memory_mib(peak_mib: float | None) -> int:
-    """The address-space limit for a notebook whose measured peak was ``peak_mib`` (None: never measured)."""
+    """The memory limit for a notebook whose measured peak was ``peak_mib`` (None: never measured)."""
     if not peak_mib:
         return MAX_MEMORY_MIB
     return int(min(MAX_MEMORY_MIB, max(MIN_MEMORY_MIB, MEMORY_FACTOR * peak_mib)))
 
 
 def python_folders() -> list[str]:
-    """The read-only folders a kernel needs: this Python's environment, its base install, the course package."""
+    """The read-only folders a worker needs: this Python's environment, its base install, the two packages."""
     folders = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}
     user_site = os.path.expanduser(f"~/.local/lib/python{sys.version_info.major}.{sys.version_info.minor}")
     if any(p.startswith(user_site) for p in sys.path):  # a `pip install --user` environment
         folders.add(user_site)
-    spec = importlib.util.find_spec("mllm_utils")
-    if spec is None or not spec.submodule_search_locations:
-        raise ClassroomError("the course package mllm_utils is not installed in this Python: "
-                             '`pip install -e ".[teach]"` in the course folder')
-    # Only the package's own folder: an editable install lives in the course's clone, whose notebooks
-    # hold every solution.
-    folders.update(os.path.realpath(p) for p in spec.submodule_search_locations)
+    for package in ("mllm_utils", "mllm_classroom"):
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            raise ClassroomError(f"the course package {package} is not installed in this Python: "
+                                 '`pip install -e ".[teach]"` in the course folder')
+        # Only the package's own folder: an editable install lives in the course's clone, whose notebooks
+        # hold every solution.
+        folders.update(os.path.realpath(p) for p in spec.submodule_search_locations)
     return sorted(f for f in folders if os.path.isdir(f))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Limits per sandbox: cgroups
+
+
+@cache
+def limit_mode() -> str:
+    """How limits per sandbox are set here: "cgroup2", "cgroup1", "systemd" or "rlimit" (per process only)."""
+    if not sys.platform.startswith("linux"):
+        return "rlimit"
+    if os.geteuid() == 0:
+        root = Path("/sys/fs/cgroup")
+        controllers = root / "cgroup.controllers"
+        if controllers.exists() and {"memory", "pids"} <= set(controllers.read_text().split()):
+            try:
+                _cgroup2_parent()
+                return "cgroup2"
+            except OSError:
+                pass
+        if all((root / c / "cgroup.procs").exists() for c in ("memory", "pids")):
+            try:
+                for c in ("memory", "pids"):
+                    (root / c / CGROUP_NAME).mkdir(exist_ok=True)
+                return "cgroup1"
+            except OSError:
+                pass
+        return "rlimit"
+    if shutil.which("systemd-run"):
+        done = subprocess.run(["systemd-run", "--user", "--scope", "--quiet", "-p", "MemoryMax=64M", "-p",
+                               "TasksMax=8", "true"], capture_output=True, stdin=subprocess.DEVNULL, timeout=30)
+        if done.returncode == 0:
+            return "systemd"
+    return "rlimit"
+
+
+def describe_limits(limits: Limits) -> str:
+    """The ``limits`` column of grades.csv: what held for this submission."""
+    mode = limit_mode()
+    where = {"cgroup2": "cgroup v2", "cgroup1": "cgroup v1", "systemd": "systemd scope"}.get(mode)
+    if where:
+        return f"per sandbox ({where}): {limits.memory_mib} MiB, {limits.processes} processes"
+    return f"per process only (no cgroup here): {limits.memory_mib} MiB each, {limits.processes} processes"
+
+
+def _cgroup2_parent() -> Path:
+    parent = Path("/sys/fs/cgroup") / CGROUP_NAME
+    parent.mkdir(exist_ok=True)
+    # A cgroup with processes cannot have children with controllers: this one only ever holds sandboxes.
+    wanted = [c for c in ("memory", "pids", "cpu") if c in (Path("/sys/fs/cgroup") / "cgroup.controllers").read_text()]
+    (Path("/sys/fs/cgroup") / "cgroup.subtree_control").write_text(" ".join("+" + c for c in wanted))
+    (parent / "cgroup.subtree_control").write_text(" ".join("+" + c for c in wanted))
+    return parent
+
+
+class Cgroup:
+    """The cgroup(s) of one sandbox, made before it starts and removed once it is empty."""
+
+    def __init__(self, name: str, limits: Limits):
+        self.mode = limit_mode()
+        self.dirs: list[Path] = []
+        memory = limits.memory_mib * MIB
+        if self.mode == "cgroup2":
+            folder = _cgroup2_parent() / name
+            folder.mkdir()
+            self.dirs = [folder]
+            self._write(folder / "memory.max", memory)
+            self._write(folder / "memory.swap.max", 0, required=False)
+            self._write(folder / "pids.max", limits.processes)
+        elif self.mode == "cgroup1":
+            root = Path("/sys/fs/cgroup")
+            for controller in ("memory", "pids", "cpu"):
+                if (root / controller / "cgroup.procs").exists():
+                    folder = root / controller / CGROUP_NAME / name
+                    folder.mkdir(parents=True)
+                    self.dirs.append(folder)
+            self._write(root / "memory" / CGROUP_NAME / name / "memory.limit_in_bytes", memory)
+            self._write(root / "memory" / CGROUP_NAME / name / "memory.memsw.limit_in_bytes", memory, required=False)
+            self._write(root / "pids" / CGROUP_NAME / name / "pids.max", limits.processes)
+
+    @staticmethod
+    def _write(path: Path, value, required=True) -> None:
+        try:
+            path.write_text(str(value))
+        except OSError:
+            if required:
+                raise
+
+    def procs_files(self) -> list[str]:
+        return [str(d / "cgroup.procs") for d in self.dirs]
+
+    def empty(self) -> bool:
+        return all(not (d / "cgroup.procs").read_text().split() for d in self.dirs if d.exists())
+
+    def kill(self) -> None:
+        """Kill every process left in the cgroup(s), then remove them."""
+        for _ in range(50):
+            pids = set()
+            for d in self.dirs:
+                try:
+                    pids.update(int(p) for p in (d / "cgroup.procs").read_text().split())
+                except OSError:
+                    continue
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.05)
+        for d in self.dirs:
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The sandbox
 
 
 def _system_binds() -> list[str]:
@@ -116,7 +230,7 @@ def _system_binds() -> list[str]:
             args += ["--symlink", os.readlink(name), name]
         elif os.path.isdir(name):
             args += ["--ro-bind", name, name]
-    for name in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime"):
+    for name in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/fonts"):
         if os.path.exists(name):
             args += ["--ro-bind", name, name]
     return args
@@ -124,64 +238,17 @@ def _system_binds() -> list[str]:
 
 def _parents(path: str) -> list[str]:
     """Folders above ``path`` made readable in the sandbox (bwrap makes them 0700 for root otherwise)."""
-    parts = Path(path).parents
-    return [str(p) for p in reversed(parts) if str(p) != "/"]
+    return [str(p) for p in reversed(Path(path).parents) if str(p) != "/"]
 
 
-def command(settings: Settings, box: Path, argv: list[str]) -> list[str]:
-    """The bubblewrap command that runs ``argv`` in a sandbox whose private folders are in ``box``."""
-    bwrap = shutil.which("bwrap")
-    if bwrap is None:
-        raise ClassroomError(HOW_TO_GET_ONE.format(why="bwrap (bubblewrap) is not installed"))
-    root = os.geteuid() == 0
-    args = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--die-with-parent", "--new-session", "--hostname", "sandbox"]
-    if root:  # privileged bwrap: no user namespace, so that the drop to nobody below is real
-        args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-    else:
-        args += ["--unshare-user"]
-    args += _system_binds()
-    # The private /tmp and home first: a folder bound below comes on top of them (a course cloned into /tmp).
-    args += ["--proc", "/proc", "--dev", "/dev",
-             "--perms", "1777", "--size", str(TMP_MIB * MIB), "--tmpfs", "/tmp",
-             "--perms", "0755", "--dir", "/home",
-             "--perms", "0777", "--size", str(TMP_MIB * MIB), "--tmpfs", HOME,
-             "--bind", str(box / "work"), WORK]
-    made = {"/tmp", "/home", HOME}
-    for folder in settings.read_only:
-        for parent in _parents(folder):
-            if parent not in made:
-                args += ["--perms", "0755", "--dir", parent]
-                made.add(parent)
-        args += ["--ro-bind", folder, folder]
-    writable = [str(box / "ipc")]
-    if settings.kernel_script:
-        writable.append(os.path.dirname(settings.kernel_script))
-    for folder in writable:
-        for parent in _parents(folder):  # made on the private /tmp (or beside the read-only folders)
-            if parent not in made and parent != "/tmp":
-                args += ["--perms", "0755", "--dir", parent]
-                made.add(parent)
-        args += ["--bind", folder, folder]
-    args += ["--chdir", WORK, "--clearenv"]
-    for name, value in kernel_env(settings).items():
-        args += ["--setenv", name, value]
-    args += ["--"]
-    if root:
-        args += ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
-    # Limits set inside the new namespaces: the process count is then the sandbox's own.
-    args += ["prlimit", f"--as={settings.memory_mib * MIB}", f"--nproc={settings.processes}",
-             f"--fsize={settings.file_mib * MIB}", "--core=0", "--nofile=1024", "--"]
-    return args + argv
-
-
-def kernel_env(settings: Settings) -> dict:
+def worker_env(limits: Limits) -> dict:
     env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
-    env.update(settings.env)
+    threads = str(limits.threads)
     env.update({
-        "HOME": HOME, "TMPDIR": "/tmp", "LANG": "C.UTF-8", "MPLCONFIGDIR": "/tmp/matplotlib",
-        "PATH": os.pathsep.join([os.path.dirname(settings.python), "/usr/local/bin", "/usr/bin", "/bin"]),
-        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1",
+        "HOME": HOME, "TMPDIR": "/tmp", "LANG": "C.UTF-8", "MPLCONFIGDIR": "/tmp/matplotlib", "MPLBACKEND": "Agg",
+        "PATH": os.pathsep.join([os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin"]),
+        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1", "OMP_NUM_THREADS": threads,
+        "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads,
         # glibc reserves 64 MiB of address space per malloc arena, up to 8 per core: cap them, so that the
         # memory limit means the same on a 2-core grader and a 16-core laptop.
         "MALLOC_ARENA_MAX": "2",
@@ -189,93 +256,161 @@ def kernel_env(settings: Settings) -> dict:
     return env
 
 
-def make_box(parent: str) -> Path:
-    """A kernel's private folders: ``work`` (its working folder) and ``ipc`` (its sockets)."""
-    box = Path(tempfile.mkdtemp(prefix="kernel-", dir=parent))
-    for name in ("work", "ipc"):
-        (box / name).mkdir()
-        if os.geteuid() == 0:
-            os.chown(box / name, NOBODY, NOBODY)
-    return box
+def bwrap_command(limits: Limits, argv: list[str], info_fd: int, uid: int | None) -> list[str]:
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise ClassroomError(HOW_TO_GET_ONE.format(why="bwrap (bubblewrap) is not installed"))
+    args = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--die-with-parent", "--new-session", "--as-pid-1", "--hostname", "sandbox", "--info-fd", str(info_fd)]
+    if uid is not None:  # privileged bwrap: no user namespace, so that the change of uid below is real
+        args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    else:
+        args += ["--unshare-user"]
+    args += _system_binds()
+    size = str(limits.tmp_mib * MIB)
+    # The private /tmp and home first: a folder bound below comes on top of them (a course cloned into /tmp).
+    args += ["--proc", "/proc", "--dev", "/dev",
+             "--perms", "1777", "--size", size, "--tmpfs", "/tmp",
+             "--perms", "0755", "--dir", "/home",
+             "--perms", "0777", "--size", size, "--tmpfs", HOME,
+             "--perms", "0777", "--dir", WORK]
+    made = {"/tmp", "/home", HOME}
+    for folder in python_folders():
+        for parent in _parents(folder):
+            if parent not in made:
+                args += ["--perms", "0755", "--dir", parent]
+                made.add(parent)
+        args += ["--ro-bind", folder, folder]
+    args += ["--chdir", WORK, "--clearenv"]
+    for name, value in worker_env(limits).items():
+        args += ["--setenv", name, value]
+    args += ["--"]
+    if uid is not None:
+        args += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+    args += ["prlimit", f"--as={limits.memory_mib * MIB}", f"--nproc={limits.processes}",
+             f"--fsize={limits.file_mib * MIB}", "--core=0", "--nofile=1024", "--"]
+    return args + argv
+
+
+class Sandbox:
+    """A worker in a sandbox of its own: ``start()`` gives the channel to it; ``interrupt()``, ``kill()``."""
+
+    def __init__(self, role: str, limits: Limits, use_sandbox: bool = True, message_mib: int = 64):
+        self.role, self.limits, self.use_sandbox, self.message_mib = role, limits, use_sandbox, message_mib
+        self.process: subprocess.Popen | None = None
+        self.pid: int | None = None  # the worker's own pid, for interrupts
+        self.cgroup: Cgroup | None = None
+        self.channel: Channel | None = None
+
+    def start(self) -> Channel:
+        mine, theirs = pair()
+        argv = [sys.executable, "-m", "mllm_classroom.worker", "--fd", str(theirs.fileno()), "--role", self.role,
+                "--limit-mib", str(self.message_mib)]
+        debug = os.environ.get("MLLM_WORKER_DEBUG") == "1"
+        output = None if debug else subprocess.DEVNULL
+        if not self.use_sandbox:
+            env = {**os.environ, **worker_env(self.limits), "HOME": os.environ.get("HOME", HOME)}
+            env.pop("MPLCONFIGDIR", None)
+            self.process = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                                            stdout=output, stderr=output, env=env, start_new_session=True,
+                                            cwd=tempfile.gettempdir())
+            self.pid = self.process.pid
+        else:
+            name = f"sandbox-{os.getpid()}-{next(_numbers)}"
+            uid = UID_BASE + (os.getpid() * 1000 + next(_numbers)) % 100_000_000 if os.geteuid() == 0 else None
+            info_r, info_w = os.pipe()
+            command = bwrap_command(self.limits, argv, info_w, uid)
+            mode = limit_mode()
+            if mode in ("cgroup1", "cgroup2"):
+                self.cgroup = Cgroup(name, self.limits)
+                files = self.cgroup.procs_files()
+                command = ["sh", "-c", 'while [ "$1" != "--" ]; do echo $$ > "$1" || exit 97; shift; done; shift; '
+                           'exec "$@"', "sh", *files, "--", *command]
+            elif mode == "systemd":
+                command = ["systemd-run", "--user", "--scope", "--quiet", "--collect",
+                           "-p", f"MemoryMax={self.limits.memory_mib}M", "-p", "MemorySwapMax=0",
+                           "-p", f"TasksMax={self.limits.processes}", "-p", "CPUWeight=100", "--", *command]
+            self.process = subprocess.Popen(command, pass_fds=(theirs.fileno(), info_w), stdin=subprocess.DEVNULL,
+                                            stdout=output, stderr=output, start_new_session=True,
+                                            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
+                                                 **({k: v for k, v in os.environ.items()
+                                                     if k in ("XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS")})})
+            os.close(info_w)
+            self.pid = _child_pid(info_r, self.process)
+        theirs.close()
+        self.channel = Channel(mine, self.message_mib * MIB)
+        return self.channel
+
+    def interrupt(self) -> None:
+        """KeyboardInterrupt in the worker (a cell or a call past its time); the sandbox stays."""
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGINT)
+            except OSError:
+                pass
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        """End the sandbox and everything in it; remove its cgroup."""
+        if self.channel is not None:
+            self.channel.close()
+        if self.process is not None:
+            for pid in {self.process.pid, self.pid}:
+                try:
+                    os.killpg(pid, signal.SIGKILL) if pid == self.process.pid else os.kill(pid, signal.SIGKILL)
+                except (OSError, TypeError):
+                    pass
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.cgroup is not None:
+            self.cgroup.kill()
+
+
+def _child_pid(info_r: int, process: subprocess.Popen) -> int | None:
+    """The worker's pid on the host, from bwrap's --info-fd (it runs as pid 1 in its own namespace)."""
+    data = b""
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            import select
+
+            if not select.select([info_r], [], [], 0.5)[0]:
+                if process.poll() is not None:
+                    break
+                continue
+            chunk = os.read(info_r, 4096)
+            if not chunk:
+                break
+            data += chunk
+            try:
+                return int(json.loads(data)["child-pid"])
+            except (ValueError, KeyError):
+                continue
+    finally:
+        os.close(info_r)
+    return None
 
 
 def check_available() -> None:
-    """Start one sandbox and run ``true`` in it; raise ClassroomError with what to do when that fails."""
+    """Start one sandbox and have it answer; raise ClassroomError with what to do when that fails."""
     if not sys.platform.startswith("linux"):
         raise ClassroomError(HOW_TO_GET_ONE.format(why=f"this is {sys.platform}, not Linux"))
-    with tempfile.TemporaryDirectory(prefix="mllm-sandbox-check-") as tmp:
-        box = make_box(tmp)
-        settings = Settings(read_only=python_folders(), parent=tmp)
-        argv = command(settings, box, [settings.python, "-c", "import mllm_utils"])
-        done = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
-        if done.returncode != 0:
-            why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-            raise ClassroomError(HOW_TO_GET_ONE.format(why=f"bwrap failed: {why}"))
-
-
-class SandboxedKernelManager(AsyncKernelManager):
-    """A kernel manager whose kernels run in the sandbox, over ipc sockets in a folder of their own.
-
-    The kernel spec named by the notebook is not used: a submission chooses none of what runs it.
-    """
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.settings = Settings.from_env()
-        self.box = make_box(self.settings.parent)
-        self.transport = "ipc"
-        self.connection_file = str(self.box / "ipc" / "kernel.json")
-        self.ip = str(self.box / "ipc" / "kernel")
-        self._timer: threading.Timer | None = None
-
-    def client(self, **kwargs):
-        """A client whose sockets refuse any one message over MESSAGE_MIB: a kernel cannot flood the grader."""
-        import zmq.asyncio
-
-        context = zmq.asyncio.Context()
-        context.setsockopt(zmq.MAXMSGSIZE, MESSAGE_MIB * MIB)
-        client = super().client(context=context, **kwargs)
-        client._created_context = True  # destroyed with the client
-        return client
-
-    async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
-        if self.settings.kernel_script:
-            argv = [self.settings.python, self.settings.kernel_script]
-        else:
-            argv = [self.settings.python, "-m", "ipykernel_launcher"]
-        argv += ["-f", self.connection_file, "--HistoryManager.hist_file=:memory:"]
-        if os.geteuid() == 0:  # the kernel (nobody) must read the key and make its sockets
-            os.chown(self.connection_file, NOBODY, NOBODY)
-        kw["env"] = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}  # bwrap's own
-        kw["cwd"] = str(self.box / "work")
-        await super()._async_launch_kernel(command(self.settings, self.box, argv), **kw)
-        pid = self.provisioner.process.pid  # bwrap: killing its group ends every process in the sandbox
-        self._timer = threading.Timer(self.settings.wall_seconds, _kill_group, [pid])
-        self._timer.daemon = True
-        self._timer.start()
-
-    async def _async_interrupt_kernel(self) -> None:
-        """Ask the kernel to interrupt itself, over its control channel.
-
-        A signal would go to bwrap's process group and end the whole sandbox; the kernel leads a session of
-        its own in there (``--new-session``, which also keeps it off any terminal), so it signals itself.
-        """
-        if self.has_kernel:
-            self._connect_control_socket()
-            self.session.send(self._control_socket, self.session.msg("interrupt_request", content={}))
-
-    interrupt_kernel = _async_interrupt_kernel
-
-    async def _async_cleanup_resources(self, restart: bool = False) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        await super()._async_cleanup_resources(restart=restart)
-        if not restart:
-            shutil.rmtree(self.box, ignore_errors=True)
-
-
-def _kill_group(pid: int) -> None:
+    box = Sandbox("student", Limits(memory_mib=MIN_MEMORY_MIB))
     try:
-        os.killpg(os.getpgid(pid), signal.SIGKILL)
-    except OSError:
-        pass
+        channel = box.start()
+        channel.send({"op": "run", "code": "import mllm_utils"})
+        reply, _ = channel.recv(timeout=120)
+        if not reply.get("ok"):
+            raise ClassroomError(HOW_TO_GET_ONE.format(why=f"the sandbox started but failed: {reply.get('ename')}"))
+    except ClassroomError:
+        raise
+    except Exception as error:  # noqa: BLE001 - any way a sandbox fails to start
+        code = box.process.poll() if box.process else None
+        raise ClassroomError(HOW_TO_GET_ONE.format(why=f"bwrap failed ({type(error).__name__}, exit {code})")) \
+            from None
+    finally:
+        box.kill()

@@ -17,19 +17,36 @@ never asked.
     check_close("loss", loss, 2.3026, atol=1e-3)      # numbers and arrays, up to tolerance
     check_equal("tokens", tokens, ["the", "cat"])     # exact: lists, strings, ints, bools, integer tensors
     check_true("accuracy", acc >= 0.9, expected="at least 0.9", got=acc, hint="train for all 100 epochs")
+
+What a check may watch while it runs a learner's function (each a context manager, so that the same check
+runs in the learner's notebook and in the teacher's grader, where the learner's code runs in another
+process and these are observed there):
+
+    with torch_calls() as names: ...                 # names of the torch functions called
+    with module_calls(layer) as calls: ...           # one entry per call of the module: its input's shape
+    with function_calls("rnn_forward") as calls: ... # one entry per call of a function of the notebook
+    with switched_off("nn.MultiheadAttention"): ...  # calling it raises: "build no layer"
+    weights_of(layer)                                # its parameters and sizes, in a namespace that cannot
+                                                     # be called like the layer: "don't run the layer"
+
+An exercise's stub raises :class:`NotDone`; a check cell run before the exercise is written then shows one
+line ("exercise 1 is not done yet: write `encode` above") instead of a traceback.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+import sys
+import types
 from contextlib import contextmanager
 
 import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["CheckFailed", "check_close", "check_equal", "check_shape", "check_true", "torch_calls"]
+__all__ = ["CheckFailed", "NotDone", "check_close", "check_equal", "check_shape", "check_true", "function_calls",
+           "module_calls", "switched_off", "torch_calls", "weights_of"]
 
 
 class CheckFailed(AssertionError):
@@ -40,7 +57,10 @@ def _fail(name: str, problem: str, expected, got, hint: str | None) -> None:
     lines = [f"{name}: {problem}", f"  expected: {expected}", f"  got:      {got}"]
     if hint:
         lines.append(f"  hint: {hint}")
-    raise CheckFailed("\n".join(lines))
+    error = CheckFailed("\n".join(lines))
+    # The parts on their own, for the teacher's grader, which builds feedback from some of them only.
+    error.parts = {"name": str(name), "problem": str(problem), "expected": str(expected), "hint": hint or ""}
+    raise error
 
 
 def _describe(value, limit: int = 200) -> str:
@@ -240,6 +260,42 @@ def check_true(name: str, condition, expected: str, got, hint: str | None = None
     print(f"{name}: ok ({_describe(got, limit=60)}, {expected})")
 
 
+class NotDone(NotImplementedError):
+    """Raised by an exercise's stub until the learner writes it: ``raise NotDone(1, "encode")``."""
+
+    def __init__(self, exercise, name: str):
+        super().__init__(f"exercise {exercise} is not done yet: write `{name}` above")
+
+    def _render_traceback_(self):
+        # IPython shows what this returns in place of the traceback: one line, not the check's internals.
+        return [str(self)]
+
+
+# What is being watched now, innermost last. The teacher's grader (mllm_classroom) reads this list when a
+# check calls a learner's function that runs in another process, and has the same watched there.
+WATCHING: list = []
+
+
+class _Watch:
+    """A context manager that is listed in WATCHING while it is open."""
+
+    def __enter__(self):
+        self._start()
+        WATCHING.append(self)
+        return self.calls
+
+    def __exit__(self, *exc):
+        WATCHING.remove(self)
+        self._stop()
+        return False
+
+    def _start(self):
+        pass
+
+    def _stop(self):
+        pass
+
+
 class _RecordCalls(TorchFunctionMode):
     def __init__(self, names: list):
         super().__init__()
@@ -250,8 +306,7 @@ class _RecordCalls(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-@contextmanager
-def torch_calls():
+class torch_calls(_Watch):
     """Record the name of every torch function called inside the block, for checks that forbid a
     shortcut (``F.log_softmax`` in a hand-written cross-entropy) or a Python loop over rows::
 
@@ -259,6 +314,167 @@ def torch_calls():
             answer(x)
         check_true("no log_softmax", "log_softmax" not in names, expected="...", got=names)
     """
-    names: list[str] = []
-    with _RecordCalls(names):
-        yield names
+
+    def __init__(self):
+        self.calls: list[str] = []
+
+    def _start(self):
+        self._mode = _RecordCalls(self.calls)
+        self._mode.__enter__()
+
+    def _stop(self):
+        self._mode.__exit__(None, None, None)
+
+
+def _first_shape(inputs) -> tuple | None:
+    first = inputs[0] if inputs else None
+    return tuple(first.shape) if isinstance(first, torch.Tensor) else None
+
+
+class module_calls(_Watch):
+    """Record every call of ``module`` (through ``module(...)``) inside the block: one entry per call, the
+    shape of its first input (``None`` when that is not a tensor)::
+
+        with module_calls(model) as calls:
+            predict_batch(model, runs)
+        check_equal("calls of model", len(calls), 1)
+    """
+
+    def __init__(self, module):
+        if not isinstance(module, torch.nn.Module):
+            raise TypeError(f"module_calls: module must be a torch.nn.Module, got {type(module).__name__}")
+        self.module = module
+        self.calls: list = []
+
+    def _start(self):
+        self._handle = self.module.register_forward_hook(
+            lambda _module, inputs, _output: self.calls.append(_first_shape(inputs)))
+
+    def _stop(self):
+        self._handle.remove()
+
+
+def _resolve(name: str, namespace: dict):
+    """The owner of the last part of a dotted ``name`` and that part: (``namespace`` or an object, attribute)."""
+    if not isinstance(name, str) or not all(part.isidentifier() for part in name.split(".")):
+        raise TypeError(f"name must be a dotted name such as 'rnn_forward' or 'sampling.sample', got {name!r}")
+    first, *rest = name.split(".")
+    if not rest:
+        if first not in namespace:
+            raise NameError(f"{name!r} is not defined in this notebook")
+        return namespace, first
+    if first in namespace:
+        owner = namespace[first]
+    else:
+        import importlib
+
+        try:
+            owner = importlib.import_module(first)
+        except ImportError:
+            raise NameError(f"{first!r} (in {name!r}) is not defined in this notebook") from None
+    for part in rest[:-1]:
+        owner = getattr(owner, part)
+    if not hasattr(owner, rest[-1]):
+        raise AttributeError(f"{name!r}: {type(owner).__name__} has no attribute {rest[-1]!r}")
+    return owner, rest[-1]
+
+
+class _Replace(_Watch):
+    """Replace named functions (globals of the notebook, or dotted attributes) while the block runs."""
+
+    def __init__(self, names, namespace):
+        self.names = list(names)
+        self.namespace = namespace
+        self.saved = []
+
+    def _replacement(self, name, original):
+        raise NotImplementedError
+
+    def _start(self):
+        for name in self.names:
+            owner, attr = _resolve(name, self.namespace)
+            if isinstance(owner, dict):
+                original, own = owner[attr], True
+                owner[attr] = self._replacement(name, original)
+            else:
+                original, own = getattr(owner, attr), attr in vars(owner)
+                setattr(owner, attr, self._replacement(name, original))
+            self.saved.append((owner, attr, original, own))
+
+    def _stop(self):
+        for owner, attr, original, own in reversed(self.saved):
+            if isinstance(owner, dict):
+                owner[attr] = original
+            elif own:
+                setattr(owner, attr, original)
+            else:
+                delattr(owner, attr)
+        self.saved.clear()
+
+
+class function_calls(_Replace):
+    """Count the calls of a function of the notebook (``"rnn_forward"``) or of a module (``"sampling.sample"``,
+    ``"torch.nn.modules.rnn.RNNBase.__init__"``) made inside the block: one entry (its name) per call::
+
+        with function_calls("rnn_forward") as calls:
+            two_layer_forward(x, rnn2)
+        check_equal("calls of rnn_forward", len(calls), 2)
+    """
+
+    def __init__(self, name: str, *, namespace: dict | None = None):
+        super().__init__([name], namespace if namespace is not None else sys._getframe(1).f_globals)
+        self.name = name
+        self.calls: list[str] = []
+
+    def _replacement(self, name, original):
+        calls = self.calls
+
+        def counted(*args, **kwargs):
+            calls.append(name)
+            return original(*args, **kwargs)
+
+        return counted
+
+
+class switched_off(_Replace):
+    """Make each named function or class raise when called inside the block, for exercises that must not
+    use it (``"nn.MultiheadAttention"``, ``"generate"``)::
+
+        with switched_off("torch.nn.MultiheadAttention"):
+            got = mha_parameters(64, 8)
+    """
+
+    def __init__(self, *names: str, namespace: dict | None = None):
+        if not names:
+            raise TypeError("switched_off: name at least one function, e.g. switched_off('generate')")
+        super().__init__(names, namespace if namespace is not None else sys._getframe(1).f_globals)
+        self.calls = None
+
+    def _replacement(self, name, original):
+        def off(*args, **kwargs):
+            raise CheckFailed(f"{name} is switched off during this check: the exercise asks you to do without it")
+
+        return off
+
+
+# Attributes of a layer that say its sizes and settings (nn.RNN's hidden_size, nn.MultiheadAttention's num_heads).
+_SETTING_TYPES = (bool, int, float, str, type(None))
+
+
+def weights_of(module) -> types.SimpleNamespace:
+    """``module``'s parameters, buffers and settings (sizes, flags) in a plain namespace, its submodules as
+    namespaces too: everything a hand-written forward pass reads, and nothing that runs the layer::
+
+        relu_rnn_forward(x, weights_of(rnn))   # rnn.weight_ih_l0, rnn.hidden_size ...; rnn(x) raises TypeError
+    """
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"weights_of: module must be a torch.nn.Module, got {type(module).__name__}")
+    fields = {}
+    for key, value in vars(module).items():
+        if not key.startswith("_") and key != "training" and (isinstance(value, _SETTING_TYPES)
+                                        or (type(value) is tuple and all(isinstance(v, int) for v in value))):
+            fields[key] = value
+    fields.update(module.named_parameters(recurse=False))
+    fields.update(module.named_buffers(recurse=False))
+    fields.update((name, weights_of(child)) for name, child in module.named_children())
+    return types.SimpleNamespace(**fields)

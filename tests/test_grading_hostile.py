@@ -1,58 +1,83 @@
-"""A hostile class, graded end to end with the real nbgrader and the real sandbox (issue: grading a hostile class).
+"""A hostile class, graded end to end with the real sandbox (issues: grading a hostile class, twice).
 
 Each hostile student hands in wrong answers plus one attack: points without the work, reading what a
-student must not see, or harming the teacher or a classmate. Every attack cell raises
-``RuntimeError("ATTACK WORKED ...")`` when it sees its own effect from inside, and the test checks the
-effect from outside as well: no points gained unflagged, nothing hidden or secret in any feedback or CSV,
-no file outside the sandbox created, changed or removed, no process left, no connection to a listener on
-loopback, and the honest classmates graded in full whatever came before them in their shard.
+student must not see, or harming the teacher or a classmate. The checks run in the judge, outside the
+student's process, so no attack inside that process can change a verdict; the test checks every effect
+from outside: no points gained unflagged, nothing hidden or secret in any feedback or CSV, no file
+outside the sandbox created, changed or removed, no process left, no connection to a listener, the
+memory of each sandbox and of the grader bounded, the host's disk untouched, and the honest classmates
+graded in full whatever came before them or beside them in their shard.
 """
 
+import base64
+import csv
 import hashlib
-import importlib.util
 import json
 import os
+import pickle
+import pwd
+import shutil
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import nbformat
 import pytest
 
-if importlib.util.find_spec("nbgrader") is None:
-    message = "nbgrader is not installed: these tests run in the teacher's environment (`make test` makes it)"
-    if os.environ.get("CI"):
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message, allow_module_level=True)
-
-from mllm_classroom import grade as grading  # noqa: E402
-from mllm_classroom.lessons import secret_lines  # noqa: E402
+from mllm_classroom import grade as grading
+from mllm_classroom import sandbox
+from mllm_classroom.lessons import secret_lines, squeeze
 
 SECRET_TOKEN = "SECRET-TOKEN-4f1c9a"
 SECRET_KEY = "SECRET-SSH-KEY-77d2e0"
 PORT = 47321
 MARKER = "/tmp/mllm-hostile-marker"
 SLEEPER = "mllm-hostile-sleeper"
+HOST_SOCKET = "/tmp/mllm-hostile.sock"
+HIDDEN_INPUT = "x  y\\tz"  # the hidden test's input text: never in any feedback
 
-IMPORTS = "import torch\nfrom mllm_utils.checks import check_close, check_equal"
+IMPORTS = ("import torch\nimport torch.nn as nn\nfrom mllm_utils.checks import check_close, check_equal, check_true, "
+           "torch_calls, weights_of")
 SOLUTION_1 = "def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION"
 CHECK_1 = ("check_close('double', double(torch.tensor([1.0, 2.0])), [2.0, 4.0])\n### BEGIN HIDDEN TESTS\n"
            "check_close('double, hidden case', double(torch.tensor([3.5])), [7.0])  # hidden-line-of-exercise-1\n"
            "### END HIDDEN TESTS")
 SOLUTION_2 = "def words(text):\n    ### BEGIN SOLUTION\n    return text.split()\n    ### END SOLUTION"
 CHECK_2 = ("check_equal('words', words('a b'), ['a', 'b'])\n### BEGIN HIDDEN TESTS\n"
-           "check_equal('words, hidden case', words('x  y\\tz'), ['x', 'y', 'z'])  # hidden-line-of-exercise-2\n"
+           f"check_equal('words, hidden case', words('{HIDDEN_INPUT}'), ['x', 'y', 'z'])  # hidden-line-of-exercise-2\n"
            "### END HIDDEN TESTS")
+SOLUTION_3 = ("def linear_relu(x, layer):\n    ### BEGIN SOLUTION\n"
+              "    return torch.clamp(x @ layer.weight.T + layer.bias, min=0)\n    ### END SOLUTION")
+CHECK_3 = ("torch.manual_seed(0)\nlayer = nn.Linear(3, 2)\nx = torch.randn(4, 3)\n"
+           "with torch_calls() as names:\n    got = linear_relu(x, weights_of(layer))\n"
+           "check_close('linear_relu', got, torch.relu(layer(x)).detach())\n"
+           "check_true('no relu', not any('relu' in n for n in names), expected='no relu call', got=names)\n"
+           "### BEGIN HIDDEN TESTS\ntorch.manual_seed(1)  # hidden-line-of-exercise-3\nlayer = nn.Linear(5, 7)\n"
+           "x = torch.randn(2, 5)\ncheck_close('linear_relu, other sizes', linear_relu(x, weights_of(layer)), "
+           "torch.relu(layer(x)).detach())\n### END HIDDEN TESTS")
 RIGHT = {"ex1-solution": "def double(x):\n    return 2 * x",
-         "ex2-solution": "def words(text):\n    return text.split()"}
-WRONG = {"ex1-solution": "def double(x):\n    return x", "ex2-solution": "def words(text):\n    return []"}
+         "ex2-solution": "def words(text):\n    return text.split()",
+         "ex3-solution": "def linear_relu(x, layer):\n    return torch.clamp(x @ layer.weight.T + layer.bias, min=0)"}
+WRONG = {"ex1-solution": "def double(x):\n    return x", "ex2-solution": "def words(text):\n    return []",
+         "ex3-solution": "def linear_relu(x, layer):\n    return x @ layer.weight.T"}
+PATCH = "c.check_close = c.check_equal = c.check_true = lambda *a, **k: None"
 
+
+class _Exec:  # pickled into the np.load attack: unpickling it runs exec in the student's process
+    def __reduce__(self):
+        return exec, ("import mllm_utils.checks as c\n" + PATCH,)
+
+
+PICKLE = base64.b64encode(pickle.dumps(_Exec())).decode()
 WORKED = "raise RuntimeError('ATTACK WORKED: ' + {what!r})"
+
+# Attacks as cells, put before exercise 1's check unless BEFORE says otherwise.
 ATTACKS = {
     # points without the work
-    "patch_checks": "import mllm_utils.checks as c\nc.check_close = lambda *a, **k: None\n"
-                    "c.check_equal = lambda *a, **k: None\ncheck_close = c.check_close\ncheck_equal = c.check_equal",
+    "patch_checks": "import mllm_utils.checks as c\n" + PATCH,
     "always_equal": "class Anything:\n    def __eq__(self, other):\n        return True\n"
                     "def words(text):\n    return Anything()",
     "torch_function": "class Zero(torch.Tensor):\n    @classmethod\n"
@@ -61,6 +86,25 @@ ATTACKS = {
                       "def double(x):\n    return x.as_subclass(Zero)",
     "swallow_errors": "get_ipython().set_custom_exc((Exception,), lambda *a, **k: None)",
     "builtins": "import builtins\nbuiltins.AssertionError = type('Quiet', (Exception,), {})",
+    "displayhook": "torch.sys.displayhook('looks fine')\ndef double(x):\n    torch.sys.displayhook(4)\n    return x",
+    "getattr_dict": "import mllm_utils.checks as c\ng = getattr\nns = g(c, '__di' + 'ct__')\n"
+                    "ns['check_close'] = ns['check_equal'] = lambda *a, **k: None",
+    "pydoc_setattr": "import pydoc\nimport mllm_utils.checks as c\nput = pydoc.locate('builtins.setattr')\n"
+                     "put(c, 'check_close', lambda *a, **k: None)",
+    "savetxt_module": "import numpy as np\nnp.savetxt('evil.py', [], comments='', header='import mllm_utils.checks "
+                      "as c\\nc.check_close = lambda *a, **k: None')\nimport evil",
+    "np_load_pickle": f"import io\nimport numpy as np\nnp.load(io.BytesIO(__import__('base64').b64decode('{PICKLE}')), "
+                      "allow_pickle=True)",
+    "dispatch_mode": "from torch.utils._python_dispatch import TorchDispatchMode\n"
+                     "class Zeros(TorchDispatchMode):\n"
+                     "    def __torch_dispatch__(self, func, types, args=(), kwargs=None):\n"
+                     "        return func(*args, **(kwargs or {}))\n"
+                     "Zeros().__enter__()",
+    "forge_observation": "import mllm_utils.checks as c\nclass Blind:\n    def __init__(self):\n        self.calls = []\n"
+                         "    def __enter__(self):\n        return self.calls\n    def __exit__(self, *a):\n"
+                         "        return False\nc.torch_calls = Blind\n"
+                         "def linear_relu(x, layer):\n    return torch.relu(x @ layer.weight.T + layer.bias)",
+    "call_the_layer": "def linear_relu(x, layer):\n    return torch.clamp(layer.forward(x), min=0)",
     # seeing what a student must not see
     "read_solutions": "import os\nSIGNS = ('hidden-line-of-exercise', 'def words', '99_hostile')\nfound = []\n"
                       "for top in ['/', os.getcwd(), os.path.expanduser('~')]:\n"
@@ -68,29 +112,27 @@ ATTACKS = {
                       "        if root.startswith(('/proc', '/sys', '/usr', '/dev')):\n"
                       "            dirs[:] = []\n            continue\n"
                       "        for f in files:\n            p = os.path.join(root, f)\n"
-                      "            if f.endswith(('.ipynb', '.db')):\n"
+                      "            if f.endswith(('.ipynb', '.db', '.json', '.py')):\n"
                       "                try:\n                    text = open(p, errors='ignore').read()\n"
                       "                except OSError:\n                    continue\n"
-                      "                if any(w in text for w in SIGNS):\n"
-                      "                    found.append(p)\n                    print(text)\n"
+                      "                if any(w in text for w in SIGNS):\n                    found.append(p)\n"
                       "if found:\n    raise RuntimeError('ATTACK WORKED: read ' + str(found))",
-    "environment": "import os\nprint(dict(os.environ))\n"
+    "environment": "import os\n"
                    f"if {SECRET_TOKEN!r} in str(os.environ):\n    " + WORKED.format(what="token") + "\n"
                    "for p in ['~/.ssh/id_rsa', '/root/.ssh/id_rsa']:\n"
-                   "    p = os.path.expanduser(p)\n    if os.path.exists(p):\n        print(open(p).read())\n"
-                   "        " + WORKED.format(what="ssh key"),
+                   "    p = os.path.expanduser(p)\n    if os.path.exists(p):\n        " + WORKED.format(what="key"),
     "hook_hidden_tests": "get_ipython().events.register('pre_run_cell', lambda info: print(info.raw_cell))",
-    "history": "def words(text):\n    raise ValueError(' '.join(In))",
+    "history_in_error": "def words(text):\n    raise ValueError('\\u200b\\n'.join(In) + '\\x1b[31m')",
+    "inputs_in_result": "def words(text):\n    return text.split() if text == 'a b' else [text, repr(text), '\\x1b[2J']",
     # harm
     "write_files": "import os\nfor p in [os.path.expanduser('~/owned.txt'), " + repr(MARKER) + ", '/root/owned.txt']:\n"
                    "    try:\n        open(p, 'w').write('x')\n    except OSError:\n        pass\n"
                    "for p in [os.path.expanduser('~/teacher-notes.txt')]:\n    try:\n        os.remove(p)\n"
                    "    except OSError:\n        pass",
-    "grader_processes": "import os, signal\nfor pid in os.listdir('/proc'):\n    if pid.isdigit():\n"
+    "grader_processes": "import os, signal\nfor pid in os.listdir('/proc'):\n    if pid.isdigit() and pid != '1':\n"
                         "        try:\n            cmd = open(f'/proc/{pid}/cmdline').read()\n"
                         "        except OSError:\n            continue\n"
-                        "        if 'nbgrader' in cmd or 'autograde' in cmd or 'pytest' in cmd:\n"
-                        "            print(cmd)\n"
+                        "        if 'mllm_classroom' in cmd or 'pytest' in cmd:\n"
                         "            os.kill(int(pid), signal.SIGKILL)\n"
                         "            " + WORKED.format(what="saw the grader"),
     "leave_process": "import subprocess, sys\n"
@@ -99,20 +141,40 @@ ATTACKS = {
     "network": "import socket\ns = socket.socket()\ns.settimeout(2)\n"
                f"try:\n    s.connect(('127.0.0.1', {PORT}))\n    s.sendall(b'hello')\n"
                "    " + WORKED.format(what="connected") + "\nexcept OSError:\n    pass",
+    "host_unix_socket": "import socket\ns = socket.socket(socket.AF_UNIX)\n"
+                        f"try:\n    s.connect({HOST_SOCKET!r})\n    " + WORKED.format(what="unix socket") +
+                        "\nexcept OSError:\n    pass",
     "memory": "try:\n    hog = bytearray(10 * 1024 ** 3)\n    " + WORKED.format(what="10 GiB") + "\n"
               "except MemoryError:\n    pass",
+    "memory_in_processes": "import os, time\nimport numpy as np\nfor i in range(5):\n    if os.fork() == 0:\n"
+                           "        try:\n            a = np.ones(int(1.9 * 1024 ** 3) // 8)\n"
+                           "            time.sleep(8)\n        finally:\n            os._exit(0)\ntime.sleep(10)",
     "fork_bomb": "import os, time\nmade = 0\nfor i in range(300):\n    try:\n        pid = os.fork()\n"
-                 "    except OSError:\n        break\n    if pid == 0:\n        time.sleep(20)\n        os._exit(0)\n"
+                 "    except OSError:\n        break\n    if pid == 0:\n        time.sleep(25)\n        os._exit(0)\n"
                  "    made += 1\nif made >= 300:\n    " + WORKED.format(what="300 processes"),
     "big_file": "try:\n    open('big.bin', 'wb').write(b'x' * (512 * 1024 ** 2))\n    "
                 + WORKED.format(what="512 MiB file") + "\nexcept OSError:\n    pass",
+    "fill_disk": "import os\nfor i in range(40):\n    try:\n        open(f'f{i}.bin', 'wb').write(os.urandom(60 * 2 ** 20))\n"
+                 "    except OSError:\n        break\nif i == 39:\n    " + WORKED.format(what="2.4 GB on disk"),
     "flood_output": "import time\nend = time.time() + 5\nwhile time.time() < end:\n    print('x' * 10000)",
+    "flood_channel": "import os, socket, struct\nfor fd in range(3, 20):\n    try:\n"
+                     "        s = socket.socket(fileno=os.dup(fd))\n    except OSError:\n        continue\n"
+                     "    try:\n        s.sendall(struct.pack('<Q', 2 ** 40) + b'x' * 2 ** 20)\n"
+                     "    except OSError:\n        pass",
+    "widget_comms": "import ipywidgets\nkeep = [ipywidgets.Text(value='x' * 2 ** 20) for _ in range(200)]",
+    "symlinks": "import os\nfor name in ('kernel.json', 'ipc', 'out', 'feedback'):\n    try:\n"
+                "        os.symlink('/etc/shadow', name)\n    except OSError:\n        pass",
     "kill_everything": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nos.kill(-1, signal.SIGKILL)",
     "hang": "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass",
 }
-# An attack cell goes before the check of exercise 1, unless it must come after a later solution to count.
-BEFORE = {"always_equal": "ex2-check", "history": "ex2-check"}
+BEFORE = {"always_equal": "ex2-check", "history_in_error": "ex2-check", "inputs_in_result": "ex2-check",
+          "forge_observation": "ex3-check", "call_the_layer": "ex3-check"}
+# Attacks on the notebook file itself (its JSON), not by code.
+FILE_ATTACKS = ("skip_execution_tags", "markdown_solution", "raw_solution", "nbgrader_x", "schema_version_4",
+                "deep_json", "deep_attributes", "future_barry")
 HONEST = ["ada", "bob", "zed"]  # ada and bob start each shard; zed is graded after every attacker in its shard
+# Answers right, but by a way the exercise forbids: no points, or flagged and withheld.
+SHORTCUTS = ("forge_observation", "call_the_layer")
 
 
 def cell(source, **nbgrader):
@@ -130,13 +192,15 @@ def lesson_notebook():
         cell(CHECK_1, grade_id="ex1-check", grade=True, locked=True, points=1),
         cell(SOLUTION_2, grade_id="ex2-solution", solution=True),
         cell(CHECK_2, grade_id="ex2-check", grade=True, locked=True, points=1),
+        cell(SOLUTION_3, grade_id="ex3-solution", solution=True),
+        cell(CHECK_3, grade_id="ex3-check", grade=True, locked=True, points=1),
     ])
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     nb.metadata["mllm"] = {"quick_run_seconds": 5, "quick_peak_mib": 1200}
     return nb
 
 
-def submission(answers, attack=None, tamper=False, before="ex1-check"):
+def submission(answers, attack=None, before="ex1-check"):
     nb = lesson_notebook()
     for c in nb.cells:
         gid = c.metadata.get("nbgrader", {}).get("grade_id")
@@ -147,12 +211,37 @@ def submission(answers, attack=None, tamper=False, before="ex1-check"):
     if attack:
         at = [i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == before][0]
         nb.cells.insert(at, cell(attack))
-    if tamper:  # the notebook's JSON edited: checks emptied, points raised, locks lifted
-        for c in nb.cells:
-            meta = c.metadata.get("nbgrader", {})
-            if meta.get("grade"):
-                c.source, meta["points"], meta["locked"] = "pass", 100, False
     return nb
+
+
+def file_attack(name: str) -> str:
+    """A submission whose notebook file itself is the attack (the JSON a student can edit by hand)."""
+    nb = submission(WRONG)
+    by_id = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nb.cells}
+    if name == "skip_execution_tags":
+        for gid in ("ex1-check", "ex2-check", "ex3-check"):
+            by_id[gid].metadata["tags"] = ["skip-execution"]
+    elif name in ("markdown_solution", "raw_solution"):
+        solution = by_id["ex1-solution"]
+        solution.cell_type = "markdown" if name == "markdown_solution" else "raw"
+        solution.source = "import mllm_utils.checks as c\n" + PATCH + "\ndef double(x):\n    return 2 * x"
+        solution.pop("outputs", None)
+        solution.pop("execution_count", None)
+    elif name == "nbgrader_x":
+        nb.cells[0].metadata["nbgrader"] = "x"
+    elif name == "schema_version_4":
+        by_id["ex2-check"].metadata["nbgrader"]["schema_version"] = 4
+    elif name == "deep_attributes":
+        nb.cells.insert(1, cell("x = 1\ny = x" + ".real" * 3000))
+    elif name == "future_barry":
+        nb.cells.insert(1, cell("from __future__ import barry_as_FLUFL"))
+        nb.cells.insert(2, cell("import mllm_utils.checks as c\nif 1 <> 2:\n    " + PATCH))
+    text = nbformat.writes(nb)
+    if name == "deep_json":
+        data = json.loads(text)
+        data["cells"][0]["metadata"]["deep"] = "DEEP"
+        text = json.dumps(data).replace('"DEEP"', "[" * 3000 + "]" * 3000)
+    return text
 
 
 def digest(folder: Path) -> dict:
@@ -172,6 +261,52 @@ def sleepers() -> list[str]:
     return found
 
 
+class Watch(threading.Thread):
+    """While grading runs: the memory of each student's sandbox (its processes' proportional set sizes summed by
+    the sandbox's own uid, as root) and of the grader's own processes, and the host disk's free space, sampled
+    every 0.2 s."""
+
+    def __init__(self, disk: Path):
+        super().__init__(daemon=True)
+        self.disk, self.stop = disk, threading.Event()
+        self.sandbox_mib, self.grader_mib, self.disk_drop_mib = 0.0, 0.0, 0.0
+
+    @staticmethod
+    def pss_mib(pid) -> float:
+        """A process's proportional share of the memory it uses: pages shared after a fork count once in all."""
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) / 1024
+        except (OSError, ValueError):
+            pass
+        return 0.0
+
+    def run(self):
+        start = shutil.disk_usage(self.disk).free
+        while not self.stop.is_set():
+            by_uid, students, grader = {}, set(), 0
+            for pid in os.listdir("/proc"):
+                try:
+                    status = Path(f"/proc/{pid}/status").read_text()
+                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+                uid = int(fields.get("Uid", "0").split()[0])
+                rss = self.pss_mib(pid)
+                if uid >= sandbox.UID_BASE:
+                    by_uid[uid] = by_uid.get(uid, 0) + rss
+                    if b"--role\x00student" in cmd:
+                        students.add(uid)
+                elif b"mllm_classroom" in cmd and b"worker" not in cmd:
+                    grader = max(grader, rss)
+            self.sandbox_mib = max([self.sandbox_mib, *(by_uid[u] for u in students)])
+            self.grader_mib = max(self.grader_mib, grader)
+            self.disk_drop_mib = max(self.disk_drop_mib, (start - shutil.disk_usage(self.disk).free) / 2**20)
+            time.sleep(0.2)
+
+
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory):
     base = tmp_path_factory.mktemp("hostile")
@@ -188,11 +323,16 @@ def hostile(tmp_path_factory):
         (subs / name).mkdir(parents=True)
         nbformat.write(submission(RIGHT), subs / name / lesson.name)
     for i, (name, attack) in enumerate(ATTACKS.items()):
+        answers = {**WRONG, "ex3-solution": RIGHT["ex3-solution"]} if name in SHORTCUTS else WRONG
         (subs / f"h{i:02d}_{name}").mkdir(parents=True)
-        nb = submission(WRONG, attack, before=BEFORE.get(name, "ex1-check"))
-        nbformat.write(nb, subs / f"h{i:02d}_{name}" / lesson.name)
-    (subs / "h99_tamper").mkdir()
-    nbformat.write(submission(WRONG, tamper=True), subs / "h99_tamper" / lesson.name)
+        nbformat.write(submission(answers, attack, before=BEFORE.get(name, "ex1-check")),
+                       subs / f"h{i:02d}_{name}" / lesson.name)
+    for name in FILE_ATTACKS:
+        (subs / f"j_{name}").mkdir(parents=True)
+        (subs / f"j_{name}" / lesson.name).write_text(file_attack(name), encoding="utf-8")
+    formula = subs / "=HYPERLINK(\"http-evil\",\"x\")"  # a student's id that a spreadsheet would run
+    formula.mkdir()
+    nbformat.write(submission(RIGHT), formula / lesson.name)
     before_home, before_subs = digest(home), digest(subs)
     Path(MARKER).unlink(missing_ok=True)
     listener = socket.socket()
@@ -200,80 +340,146 @@ def hostile(tmp_path_factory):
     listener.bind(("127.0.0.1", PORT))
     listener.listen(5)
     listener.setblocking(False)
+    Path(HOST_SOCKET).unlink(missing_ok=True)
+    unix = socket.socket(socket.AF_UNIX)
+    unix.bind(HOST_SOCKET)
+    unix.listen(5)
+    unix.setblocking(False)
     out = base / "grades"
     env = {**os.environ, "HOME": str(home), "MLLM_TEST_TOKEN": SECRET_TOKEN}
     command = [sys.executable, "-m", "mllm_classroom", "--notebooks", str(lessons), "grade", str(subs),
-               "--out", str(out), "--timeout", "8"]
+               "--out", str(out), "--timeout", "15"]
+    watch = Watch(Path(tempfile_dir()))
+    watch.start()
+    started = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=base)
-    try:
-        connection = listener.accept()
-    except BlockingIOError:
-        connection = None
-    listener.close()
+    seconds = time.monotonic() - started
+    watch.stop.set()
+    watch.join()
+    connections = []
+    for sock in (listener, unix):
+        try:
+            connections.append(sock.accept())
+        except BlockingIOError:
+            pass
+        sock.close()
+    Path(HOST_SOCKET).unlink(missing_ok=True)
     rows = {r["student"]: r for r in grading_rows(out)}
-    return {"done": done, "rows": rows, "out": out, "home": home, "subs": subs, "lesson": lesson,
-            "before_home": before_home, "before_subs": before_subs, "connection": connection}
+    return {"done": done, "rows": rows, "out": out, "home": home, "subs": subs, "lesson": lesson, "watch": watch,
+            "before_home": before_home, "before_subs": before_subs, "connections": connections, "seconds": seconds}
+
+
+def tempfile_dir() -> str:
+    import tempfile
+
+    return tempfile.gettempdir()
 
 
 def grading_rows(out):
-    import csv
-
     with open(out / "grades.csv", encoding="utf-8", newline="") as f:
         return list(csv.DictReader(f))
 
 
+def row_of(hostile, name):
+    [row] = [r for student, r in hostile["rows"].items() if student.endswith(name)]
+    return row
+
+
 def test_the_class_is_graded(hostile):
     assert hostile["done"].returncode == 0, hostile["done"].stderr
-    assert len(hostile["rows"]) == len(HONEST) + len(ATTACKS) + 1
+    assert len(hostile["rows"]) == len(HONEST) + len(ATTACKS) + len(FILE_ATTACKS) + 1
 
 
 def test_honest_students_get_full_points_whatever_their_classmates_did(hostile):
     for name in HONEST:
         row = hostile["rows"][name]
-        assert (row["score"], row["status"], row["review"], row["sandbox"]) == ("2", "graded", "", "bubblewrap"), row
+        assert (row["score"], row["status"], row["review"], row["sandbox"]) == ("3", "graded", "", "bubblewrap"), row
 
 
-@pytest.mark.parametrize("name", [f"h{i:02d}_{n}" for i, n in enumerate(ATTACKS)] + ["h99_tamper"])
-def test_no_attack_gains_points_or_sees_its_effect(hostile, name):
-    row = hostile["rows"][name]
+@pytest.mark.parametrize("name", list(ATTACKS) + list(FILE_ATTACKS))
+def test_no_attack_gains_points(hostile, name):
+    row = row_of(hostile, name)
     assert row["score"] == "0", row
-    assert row["withheld"] in ("", "0") or row["review"], row  # points the checks gave are withheld only when flagged
+    assert row["withheld"] in ("", "0") or row["review"], row  # points are withheld only when flagged
     assert "ATTACK WORKED" not in row["notes"] + row["status"], row
 
 
-def test_attacks_that_use_what_a_grader_cannot_trust_are_flagged(hostile):
-    for name in ("patch_checks", "always_equal", "torch_function", "swallow_errors", "builtins", "read_solutions",
-                 "environment", "hook_hidden_tests", "history", "grader_processes", "kill_everything"):
-        [row] = [r for student, r in hostile["rows"].items() if student.endswith(name)]
-        assert row["review"], row
+def test_shortcuts_are_caught_or_flagged(hostile):
+    call = row_of(hostile, "call_the_layer")
+    assert call["ex3"] == "0" and "linear_relu raised AttributeError" in call["notes"], call
+    forged = row_of(hostile, "forge_observation")  # its values are right: review holds its points
+    assert forged["review"] and forged["withheld"] == "1", forged
 
 
-def test_no_feedback_or_report_shows_a_secret(hostile):
+def test_what_review_cannot_trust_is_flagged(hostile):
+    for name in ("patch_checks", "always_equal", "torch_function", "swallow_errors", "builtins", "np_load_pickle",
+                 "dispatch_mode", "forge_observation", "read_solutions", "environment", "hook_hidden_tests",
+                 "history_in_error", "grader_processes", "kill_everything", *FILE_ATTACKS):
+        if name == "deep_json":
+            continue  # not a notebook at all: its status says so
+        assert row_of(hostile, name)["review"], name
+
+
+def test_a_broken_file_costs_only_its_own_row(hostile):
+    assert row_of(hostile, "deep_json")["status"] == "not a notebook (JSON nested too deeply)"
+    for name in ("nbgrader_x", "schema_version_4", "deep_attributes"):
+        assert row_of(hostile, name)["status"] == "graded", name
+    assert "a markdown cell in the place of the solution" in row_of(hostile, "markdown_solution")["review"]
+    assert "code that does not parse" in row_of(hostile, "future_barry")["review"]
+
+
+def test_no_feedback_or_report_shows_a_secret_or_an_escape(hostile):
     secrets = secret_lines(nbformat.read(hostile["lesson"], as_version=4))
     assert any("hidden-line-of-exercise-1" in s for s in secrets)
-    texts = [p.read_text(encoding="utf-8") for p in hostile["out"].rglob("*") if p.is_file()]
+    texts = {p: p.read_text(encoding="utf-8") for p in hostile["out"].rglob("*") if p.is_file()}
     assert len(texts) >= len(hostile["rows"]) + 2
-    for text in texts:
-        for secret in [*secrets, SECRET_TOKEN, SECRET_KEY, "hidden-line-of-exercise", "BEGIN SOLUTION"]:
-            assert secret not in text
+    for path, text in texts.items():
+        flat = squeeze(text)
+        for secret in [*secrets, SECRET_TOKEN, SECRET_KEY, "hidden-line-of-exercise", "BEGINSOLUTION"]:
+            assert secret not in flat, (path, secret)
+        assert "\x1b" not in text and "\u200b" not in text, path
+        if path.suffix == ".html":
+            assert "y\\tz" not in text and "x  y" not in text, path  # a hidden test's input
+
+
+def test_csv_cells_are_never_formulas(hostile):
+    with open(hostile["out"] / "grades.csv", encoding="utf-8", newline="") as f:
+        cells = [c for row in csv.reader(f) for c in row]
+    assert not any(c.startswith(("=", "+", "-", "@", "\t", "\r")) for c in cells)
+    assert any(c.startswith("'=HYPERLINK") for c in cells)
 
 
 def test_nothing_outside_the_sandbox_was_touched(hostile):
     assert digest(hostile["home"]) == hostile["before_home"], "the teacher's home changed"
     assert digest(hostile["subs"]) == hostile["before_subs"], "the submissions folder changed"
     assert not Path(MARKER).exists()
-    assert hostile["connection"] is None, "a submission reached a server on the teacher's loopback"
+    assert hostile["connections"] == [], "a submission reached a server on the teacher's machine"
     assert sleepers() == [], "a process started by a submission is still running"
 
 
-def test_a_kernel_that_kills_or_hangs_costs_only_its_own_submission(hostile):
-    for name in ("kill_everything", "hang"):
-        [row] = [r for student, r in hostile["rows"].items() if student.endswith(name)]
-        assert row["score"] == "0"
-    [hang] = [r for student, r in hostile["rows"].items() if student.endswith("hang")]
-    assert hang["status"] == ("grading failed: a cell ran past 8 s and did not stop when interrupted "
-                              "(the rest was not run)")
-    assert hostile["rows"]["zed"]["score"] == "2"
+def test_limits_hold_per_sandbox_and_the_grader_stays_small(hostile):
+    watch = hostile["watch"]
+    limit = sandbox.memory_mib(1200)
+    if os.geteuid() == 0 and sandbox.limit_mode() in ("cgroup1", "cgroup2"):
+        assert watch.sandbox_mib <= limit * 1.1, f"a sandbox held {watch.sandbox_mib:.0f} MiB (limit {limit})"
+    assert watch.grader_mib < 1500, f"the grader's own process grew to {watch.grader_mib:.0f} MiB"
+    assert watch.disk_drop_mib < 300, f"the host's disk lost {watch.disk_drop_mib:.0f} MiB while grading"
+    for name in ("memory_in_processes", "fill_disk", "fork_bomb", "flood_channel", "widget_comms", "symlinks"):
+        assert row_of(hostile, name)["score"] == "0"
+
+
+def test_a_process_that_kills_or_hangs_costs_only_its_own_submission(hostile):
+    hang = row_of(hostile, "hang")
+    assert "ran past 15 s and did not stop when interrupted" in hang["notes"], hang
+    assert row_of(hostile, "kill_everything")["score"] == "0"
+    assert hostile["rows"]["zed"]["score"] == "3"
+
+
+def test_sandbox_users_are_not_real_users():
+    if os.geteuid() != 0:
+        pytest.skip("as root only: a uid of its own per sandbox")
+    with pytest.raises(KeyError):
+        pwd.getpwuid(sandbox.UID_BASE)
 
 
 def test_grading_without_a_sandbox_stops_with_what_to_do(tmp_path):
@@ -300,6 +506,6 @@ def test_no_sandbox_is_said_in_every_row(tmp_path):
         nbformat.write(submission(RIGHT), tmp_path / "class" / name / "99_hostile.ipynb")
     results = grading.grade(tmp_path / "class", [lessons / "99_hostile.ipynb"], tmp_path / "grades",
                             use_sandbox=False)
-    assert [(r.points, r.sandbox) for r in results] == [({"ex1": 1.0, "ex2": 1.0}, "off (--no-sandbox)")] * 2
-    assert json.dumps([r["sandbox"] for r in grading_rows(tmp_path / "grades")]) == json.dumps(
-        ["off (--no-sandbox)"] * 2)
+    assert [(r.points, r.sandbox) for r in results] == [({"ex1": 1.0, "ex2": 1.0, "ex3": 1.0},
+                                                         "off (--no-sandbox)")] * 2
+    assert [r["sandbox"] for r in grading_rows(tmp_path / "grades")] == ["off (--no-sandbox)"] * 2

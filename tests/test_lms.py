@@ -15,6 +15,7 @@ import importlib.util
 import io
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -293,6 +294,42 @@ def test_a_zip_of_the_unpacked_folder_and_a_plain_folder(tmp_path):
     assert lms.read_download(tmp_path / "drive").students == ["Ada Lovelace", "Smith, Bob"]
 
 
+def test_a_canvas_name_that_reads_as_another_students_is_decided_by_the_roster_or_not_graded():
+    """Canvas keeps a trailing `_999` in a name: `x_999` makes a file that also reads as student 999's."""
+    name = "x_999_123_456_99_answer.ipynb"
+    up = lms.Upload(name)
+    lms.parse_canvas(up)
+    assert [(r["name"], r["id"]) for r in up.readings] == [("x", "999"), ("x_999", "123"), ("x_999_123", "456")]
+    download = lms.Download(Path("."), "canvas", [up])
+    download.choose(STEMS, STEMS)
+    assert (up.student, up.file, up.what) == ("123", "99_answer.ipynb", "graded")  # only one reading is a notebook
+    crafted = lms.Upload("x_999_123_456_99_answer_999_7_99_answer.ipynb")  # the file's own name plays along
+    lms.parse_canvas(crafted)
+    download = lms.Download(Path("."), "canvas", [crafted])
+    download.choose(STEMS, STEMS)
+    assert crafted.what.startswith("its name reads as more than one student's (123, 999): not graded")
+    crafted = lms.Upload("x_999_123_456_99_answer_999_7_99_answer.ipynb")
+    lms.parse_canvas(crafted)
+    download = lms.Download(Path("."), "canvas", [crafted])
+    download.choose(STEMS, STEMS, roster=["123", "124"])
+    assert (crafted.student, crafted.what) == ("123", "graded")
+
+
+def test_in_a_plain_folder_two_files_claiming_one_student_are_held_for_review(tmp_path):
+    drive = tmp_path / "drive"
+    drive.mkdir()
+    (drive / "Ada Lovelace - 99_answer.ipynb").write_text(submission(42))
+    (drive / "Ada Lovelace - 99_answer final.ipynb").write_text(submission(7))  # uploaded by someone else?
+    os.utime(drive / "Ada Lovelace - 99_answer final.ipynb", (2e9, 2e9))
+    download = lms.read_download(drive)
+    download.choose(STEMS, STEMS)
+    results = [Result("Ada Lovelace", "99_answer", points={"ex1": 1.0})]
+    download.annotate(results)
+    assert results[0].points == {"ex1": 0.0} and results[0].withheld == 1.0
+    assert results[0].review == ["2 files claim to be this student's 99_answer; graded the newest, "
+                                 "99_answer final.ipynb: held until you have looked"]
+
+
 # ---------------------------------------------------------------- zips that are refused, whole
 
 
@@ -525,8 +562,8 @@ def test_lms_files_that_do_not_fit(tmp_path, layout, gradebook, assignment, work
 # ---------------------------------------------------------------- end to end: the command line, real grading
 
 
-@pytest.mark.skipif(importlib.util.find_spec("nbgrader") is None and not os.environ.get("CI"),
-                    reason="nbgrader is not installed: the teacher's environment (`make teach-setup`)")
+@pytest.mark.skipif(shutil.which("bwrap") is None and not os.environ.get("CI"),
+                    reason="bwrap is not installed: `make sandbox-setup`")
 def test_canvas_and_moodle_zips_graded_through_the_command_line(tmp_path):
     notebooks = tmp_path / "notebooks"
     one_exercise_lesson(notebooks / "99_answer.ipynb")
@@ -568,7 +605,7 @@ def test_canvas_and_moodle_zips_graded_through_the_command_line(tmp_path):
     assert rows["123"]["notes"].startswith("2 files for 99_answer; graded the newest upload (Canvas's resubmission")
     assert (rows["124"]["late"], rows["124"]["display_name"]) == ("late", "Lee, Ann")
     assert rows["125"]["notes"] == "also handed in: report.pdf (matches no notebook)"
-    assert list(rows["123"])[-3:] == ["display_name", "late", "file"]
+    assert list(rows["123"])[-4:] == ["display_name", "late", "file", "seconds"]
     files = {r["file"]: r["what"] for r in csv.DictReader(open(out["canvas"] / "files.csv", encoding="utf-8"))}
     assert files["README.txt"] == "fits no canvas name pattern: whose is it?" and len(files) == 6
     _, points, grades = canvas_reads(out["canvas"] / "canvas-import.csv")

@@ -7,7 +7,9 @@ no finding; each way of changing a check, faking a comparison, reaching the kern
 import nbformat
 import pytest
 
-from mllm_classroom.review import Lesson, affected, review
+from mllm_classroom.judge import match, read_notebook
+from mllm_classroom.lessons import tasks
+from mllm_classroom.review import Lesson, review
 from tools import classroom_fixtures as fixtures
 from tools.notebooks import notebook_paths
 
@@ -22,6 +24,14 @@ LESSON = nbformat.v4.new_notebook(cells=[
 LESSON.cells[1].metadata["nbgrader"] = {"grade_id": "ex1-solution", "solution": True, "grade": False, "locked": False}
 LESSON.cells[2].metadata["nbgrader"] = {"grade_id": "ex1-check", "solution": False, "grade": True, "locked": True,
                                         "points": 1}
+
+
+def findings_of(nb, lesson_nb=LESSON):
+    """What review says of a submitted notebook, read as the grader reads it."""
+    cells, problem = read_notebook(nbformat.writes(nb).encode())
+    assert problem is None
+    solutions, _anchors, checks, _notes = match(cells, tasks(lesson_nb))
+    return review(cells, Lesson(lesson_nb), solutions, checks)
 
 
 def submitted(answer, extra=None, extra_meta=None):
@@ -79,35 +89,50 @@ HOSTILE = {
 
 
 def test_honest_answers_give_no_finding():
-    lesson = Lesson(LESSON)
     for answer in HONEST:
-        assert review(submitted(answer), lesson) == [], answer
+        assert findings_of(submitted(answer)) == [], answer
 
 
 @pytest.mark.parametrize("code, what", HOSTILE.items(), ids=range(len(HOSTILE)))
 def test_each_way_around_a_check_is_found_in_a_solution_or_an_added_cell(code, what):
-    lesson = Lesson(LESSON)
     for nb, cell in [(submitted(code), 1), (submitted("def double(x):\n    return 2 * x", extra=code), 2)]:
-        findings = review(nb, lesson)
+        findings = findings_of(nb)
         assert any(what in f.what for f in findings), (code, [str(f) for f in findings])
         assert {f.cell for f in findings} == {cell}
-        assert affected(nb, findings) == {"ex1"}
 
 
-def test_a_cell_is_trusted_by_the_lesson_id_it_carries_not_by_its_flags():
-    lesson = Lesson(LESSON)
+def test_a_cell_is_named_by_what_it_does_whatever_flags_it_carries():
     locked = {"nbgrader": {"grade_id": "my-own", "locked": True, "grade": True, "points": 1}}
-    findings = review(submitted("def double(x):\n    return 2 * x", extra="import os", extra_meta=locked), lesson)
-    assert [f.what for f in findings] == ["imports os (reaches the interpreter, the kernel or the machine)"]
-    restored = {"nbgrader": {"grade_id": "ex1-check", "locked": True, "grade": True, "points": 1}}
-    assert review(submitted("def double(x):\n    return 2 * x", extra="import os", extra_meta=restored), lesson) == []
+    found = findings_of(submitted("def double(x):\n    return 2 * x", extra="import os", extra_meta=locked))
+    assert sorted(f.what for f in found) == ["imports os (reaches the interpreter, the kernel or the machine)",
+                                             "nbgrader metadata that differs from the student version's"]
+
+
+@pytest.mark.parametrize("change, what", [
+    (lambda nb: nb.cells[2].metadata.update(tags=["skip-execution"]), "cell tags the student version does not have"),
+    (lambda nb: nb.cells[0].metadata.update(nbgrader="x"), "nbgrader metadata that differs"),
+    (lambda nb: nb.cells[2].metadata["nbgrader"].update(schema_version=4), "nbgrader metadata that differs"),
+    (lambda nb: nb.cells.insert(1, nbformat.v4.new_code_cell("if 1 <> 2:\n    pass")), "code that does not parse"),
+    (lambda nb: nb.cells.insert(1, nbformat.v4.new_code_cell("x = 1\ny = x" + ".real" * 3000)), "nested too deeply"),
+    (lambda nb: nb.cells.__setitem__(1, nbformat.from_dict({**nb.cells[1], "cell_type": "markdown",
+                                                             "attachments": {}} | {"outputs": None})),
+     "a markdown cell in the place of the solution"),
+])
+def test_review_fails_closed(change, what):
+    nb = submitted("def double(x):\n    return 2 * x")
+    change(nb)
+    if nb.cells[1].cell_type == "markdown":
+        nb.cells[1].pop("outputs", None)
+        nb.cells[1].pop("execution_count", None)
+    findings = findings_of(nb)
+    assert any(what in f.what for f in findings), [str(f) for f in findings]
 
 
 @pytest.mark.parametrize("stem", [p.stem for p in notebook_paths()])
 def test_the_course_s_own_answers_give_no_finding(stem):
-    lesson = Lesson(nbformat.read(fixtures.LESSONS / f"{stem}.ipynb", as_version=4))
+    lesson_nb = nbformat.read(fixtures.LESSONS / f"{stem}.ipynb", as_version=4)
     for kind in ("blank", "right", "wrong"):
-        findings = review(fixtures.submission(stem, kind), lesson)
+        findings = findings_of(fixtures.submission(stem, kind), lesson_nb)
         assert findings == [], (kind, [str(f) for f in findings])
 
 

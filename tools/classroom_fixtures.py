@@ -46,18 +46,31 @@ def solutions(lesson) -> dict[str, str]:
             if c.metadata.get("nbgrader", {}).get("solution")}
 
 
-def wrong_answers(stem: str, folder: Path = WRONG) -> dict[str, str]:
-    """The plausible wrong answers for notebook ``stem`` in ``folder``, by solution cell id."""
-    sections: dict[str, list[str]] = {}
-    current = None
+def wrong_variants(stem: str, folder: Path = VISIBLE_WRONG) -> list[tuple[str, str, str]]:
+    """Every plausible wrong answer for notebook ``stem`` in ``folder``: (solution cell id, the mistake, the
+    cell's code), in file order. A section starts with ``# %% exN-solution``; the same id may come back,
+    once per wrong answer; its first line ``# Mistake: ...`` says what is wrong."""
+    sections: list[tuple[str, list[str]]] = []
     for line in (folder / f"{stem}.py").read_text(encoding="utf-8").splitlines():
         match = re.match(r"# %% (\S+)\s*$", line)
         if match:
-            current = match.group(1)
-            sections[current] = []
-        elif current is not None:
-            sections[current].append(line)
-    return {key: "\n".join(lines).strip() + "\n" for key, lines in sections.items()}
+            sections.append((match.group(1), []))
+        elif sections:
+            sections[-1][1].append(line)
+    found = []
+    for key, lines in sections:
+        source = "\n".join(lines).strip() + "\n"
+        mistake = next((ln.removeprefix("# Mistake:").strip() for ln in lines if ln.startswith("# Mistake:")), "")
+        found.append((key, mistake, source))
+    return found
+
+
+def wrong_answers(stem: str, folder: Path = WRONG) -> dict[str, str]:
+    """The plausible wrong answers for notebook ``stem`` in ``folder``, by solution cell id (the first of each)."""
+    answers: dict[str, str] = {}
+    for key, _mistake, source in wrong_variants(stem, folder):
+        answers.setdefault(key, source)
+    return answers
 
 
 def filled(student, answers: dict[str, str]):

@@ -147,9 +147,10 @@ def build(env: Env) -> Path:
 
 
 def count(junit: Path) -> tuple[int, int, int]:
-    """(notebooks, cells compared, cells differing or failing) from nbval's JUnit report."""
-    cases = [c for c in ET.parse(junit).iter("testcase") if c.get("classname", "").startswith("notebooks.")
-             or c.get("file", "").startswith("notebooks/")]
+    """(notebooks, cells compared, cells differing or failing) from nbval's JUnit report: the lessons and the
+    learner's versions."""
+    cases = [c for c in ET.parse(junit).iter("testcase") if c.get("classname", "").startswith(("notebooks.", "student."))
+             or c.get("file", "").startswith(("notebooks/", "student/"))]
     nbs = {c.get("file") or c.get("classname") for c in cases}
     bad = [c for c in cases if c.find("failure") is not None or c.find("error") is not None]
     skipped = [c for c in cases if c.find("skipped") is not None]
@@ -177,14 +178,14 @@ def test(env: Env) -> int:
             (fake.parent.parent / "sitecustomize.py").write_text("import google.colab  # noqa: F401\n")
             run_env["PYTHONPATH"] = str(fake.parent.parent)
             run_env["MLLM_COURSE_DIR"] = str(ROOT)  # the setup cell's clone, already here
-            groups = {"notebooks": ["notebooks"]}
+            groups = {"notebooks": ["notebooks", "student"]}
         else:
             # requirements.txt installs the package editable: point it at this clone.
             sh(*[py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "-e", ROOT])
             # requirements.txt is a learner's install: nbgrader, a teacher's extra, is not in it, so the
             # tests that grade with it run in CI's own environment (`make test`), not here; so does the run of
             # every notebook with the learners' likely wrong answers (test_visible_checks, about five minutes).
-            groups = {"notebooks": ["notebooks"],
+            groups = {"notebooks": ["notebooks", "student"],
                       "unit-tests": ["--ignore=tests/test_classroom.py", "--ignore=tests/test_grading_hostile.py",
                                      "--ignore=tests/test_visible_checks.py", "--deselect", NBGRADER_HYGIENE,
                                      "--deselect", NBGRADER_LMS, "tests"]}

@@ -1,0 +1,452 @@
+"""The process that runs a notebook's code for the grader, inside a sandbox (:mod:`mllm_classroom.sandbox`).
+
+    python -m mllm_classroom.worker --fd N --role student|judge
+
+It is an IPython shell (magics, ``get_ipython()``, display hooks: what a notebook's code expects) driven
+by messages on the inherited end of a socketpair (:mod:`mllm_classroom.channel`), nothing else.
+
+- ``student``: runs a submission's cells, and calls the student's functions when the grader asks, with
+  arguments the judge pickled; it answers with plain data only (:mod:`mllm_classroom.codec`). Nothing
+  it says is trusted.
+- ``judge``: runs the lesson, with its solutions, and the check cells. While a check runs, the names the
+  exercise defines are proxies (:class:`Remote`): calling one sends the call to the grader, which has the
+  student's process run it; the check then compares, here, what came back. As a zygote (before the first
+  check) it forks one judge per submission on request, each with a channel of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import builtins
+import contextlib
+import os
+import signal
+import sys
+
+import torch
+
+from mllm_classroom import codec
+from mllm_classroom.channel import Channel, ChannelError
+
+MISSING = object()
+
+
+def make_shell():
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    config = Config()
+    config.HistoryManager.enabled = False  # no sqlite file and no saving thread (the judge forks)
+    shell = InteractiveShell.instance(config=config)
+    shell.showtraceback = lambda *a, **k: None  # tracebacks are not read; errors come back as results
+    shell.showsyntaxerror = lambda *a, **k: None
+    return shell
+
+
+def run_cell(shell, code: str) -> dict:
+    """Run one cell; the error it raised, by type name and message, if any."""
+    import matplotlib.pyplot as plt
+
+    result = shell.run_cell(code, store_history=False)
+    plt.close("all")  # figures are drawn for nobody here
+    error = result.error_before_exec or result.error_in_exec
+    if error is None:
+        return {"ok": True}
+    return {"ok": False, "ename": type(error).__name__[:80], "evalue": str(error)[:500], "error": error}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The student's side
+
+
+class InitRecorder:
+    """While a call runs, the constructor arguments of every module of the notebook's own classes built in it
+    (the outermost constructor's, when plain values), so that the judge can build the same module."""
+
+    def __init__(self, namespace: dict):
+        self.classes = [v for v in list(namespace.values()) if isinstance(v, type) and issubclass(v, torch.nn.Module)
+                        and v.__module__ == "__main__"]
+        self.inits: dict[int, tuple] = {}
+        self.keep: list = []  # the modules themselves, so that no id is reused while the call runs
+        self.saved: list = []
+
+    def __enter__(self):
+        for cls in self.classes:
+            own = cls.__dict__.get("__init__", MISSING)
+            self.saved.append((cls, own))
+            cls.__init__ = self._recording(cls, own)
+        return self
+
+    def __exit__(self, *exc):
+        for cls, own in reversed(self.saved):
+            if own is MISSING:
+                with contextlib.suppress(AttributeError):
+                    del cls.__init__
+            else:
+                cls.__init__ = own
+        return False
+
+    def _recording(self, cls, own):
+        recorder = self
+
+        def __init__(self, *args, **kwargs):
+            if id(self) not in recorder.inits and all(codec._plain_init(v) for v in [*args, *kwargs.values()]):
+                recorder.inits[id(self)] = (args, kwargs)
+                recorder.keep.append(self)
+            if own is MISSING:
+                return super(cls, self).__init__(*args, **kwargs)
+            return own(self, *args, **kwargs)
+
+        return __init__
+
+    def init_of(self, module):
+        return self.inits.get(id(module))
+
+
+def _follow(path, args, kwargs):
+    """The object at ``path`` (see :func:`codec.stateful`) in the call's arguments."""
+    steps = list(path)
+    where, key = steps[0], steps[1]
+    obj = args[key] if where == "a" else kwargs[key]
+    for i in range(2, len(steps), 2):
+        kind, key = steps[i], steps[i + 1]
+        obj = vars(obj)[key] if kind == "n" else obj[key]
+    return obj
+
+
+def watches(specs, args, kwargs, namespace):
+    """The checks' watchers for one call, as the judge asked for them (see mllm_utils.checks)."""
+    from mllm_utils import checks
+
+    made = []
+    for spec in specs:
+        kind = spec.get("kind")
+        if kind == "torch_calls":
+            made.append(checks.torch_calls())
+        elif kind == "module_calls":
+            module = _follow(spec["path"], args, kwargs)
+            if spec.get("sub"):
+                module = module.get_submodule(spec["sub"])
+            made.append(checks.module_calls(module))
+        elif kind == "function_calls":
+            made.append(checks.function_calls(spec["name"], namespace=namespace))
+        elif kind == "switched_off":
+            made.append(checks.switched_off(*spec["names"], namespace=namespace))
+        else:
+            raise ValueError(f"unknown watch {kind!r}")
+    return made
+
+
+def student_call(shell, header: dict, blobs: list[bytes]) -> tuple[dict, list[bytes]]:
+    namespace = shell.user_ns
+    function = namespace.get(header["name"])
+    args, kwargs = codec.unpack_call(blobs[0])
+    tracked = codec.stateful(args, kwargs)
+    before = [codec.snapshot(obj) for _, obj in tracked]
+    reply, out = {}, []
+    made = []
+    recorder = InitRecorder(namespace)
+    try:
+        made = watches(header.get("watch", []), args, kwargs, namespace)
+        with recorder, contextlib.ExitStack() as stack:
+            for watch in made:
+                stack.enter_context(watch)
+            result = function(*args, **kwargs)
+        reply["result"] = codec.encode(result, out, recorder.init_of)
+    except codec.EncodeError as error:
+        reply["unsendable"] = str(error)[:300]
+    except BaseException as error:  # noqa: BLE001 - whatever the student's code raises is its answer
+        reply["raised"] = type(error).__name__[:80]
+        reply["message"] = str(error)[:300]
+    with contextlib.suppress(Exception):
+        reply["observed"] = [codec.encode(getattr(w, "calls", None), out) for w in made]
+    states = []
+    for (path, obj), snap in zip(tracked, before, strict=True):
+        try:
+            state = codec.state_after(obj, snap)
+            if state is not None:
+                states.append([path, codec.encode(state, out)])
+        except Exception:  # noqa: BLE001, S112 - an argument the student replaced: its state stays the judge's
+            continue
+    reply["state"] = states
+    return reply, out
+
+
+def describe(shell, names) -> dict:
+    kinds = {}
+    for name in names:
+        value = shell.user_ns.get(name, MISSING)
+        if value is MISSING:
+            kinds[name] = "missing"
+        elif isinstance(value, type):
+            kinds[name] = "class"
+        else:
+            kinds[name] = "function" if callable(value) else "other"
+    return kinds
+
+
+def serve_student(channel: Channel) -> None:
+    shell = make_shell()
+    while True:
+        header, blobs = channel.recv()
+        op = header.get("op")
+        if op == "run":
+            reply = run_cell(shell, header["code"])
+            reply.pop("error", None)
+            channel.send(reply)
+        elif op == "names":
+            channel.send({"kinds": describe(shell, header["names"])})
+        elif op == "values":  # the values an exercise's cell computed, which its check reads
+            values, out = {}, []
+            for name in header["names"]:
+                try:
+                    values[name] = codec.encode(shell.user_ns.get(name), out)
+                except Exception:  # noqa: BLE001 - what cannot cross stays out; the check then misses it
+                    continue
+            channel.send({"values": values}, out)
+        elif op == "call":
+            reply, out = student_call(shell, header, blobs)
+            reply["id"] = header.get("id")
+            channel.send(reply, out)
+        elif op == "exit":
+            return
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The judge's side
+
+
+class StudentRaised(Exception):
+    """What the student's function raised, as its type name (its message is not carried over)."""
+
+
+class StudentStopped(Exception):
+    """The student's process stopped while it ran (its time or memory limit), so nothing came back."""
+
+
+class StudentUnsendable(Exception):
+    """The student's function returned something that cannot cross as plain data."""
+
+
+BUILTIN_ERRORS = {name: cls for name, cls in vars(builtins).items()
+                  if isinstance(cls, type) and issubclass(cls, Exception)}
+
+
+def raised_here(name: str, function: str, exercise="?"):
+    """The exception the check sees when the student's ``function`` raised ``name``: the built-in of that
+    name (a check may catch TypeError), else StudentRaised; marked as the student's, message not kept."""
+    from mllm_utils.checks import NotDone
+
+    if name == "NotDone":
+        error = NotDone(exercise, function)
+    else:
+        cls = BUILTIN_ERRORS.get(name, StudentRaised)
+        try:
+            error = cls(f"raised by {function}")
+        except Exception:  # noqa: BLE001 - a built-in that takes other arguments (UnicodeError ...)
+            error = StudentRaised(name)
+    error.mllm_student = {"type": name, "function": function}
+    return error
+
+
+class Link:
+    """The judge's end of the calls: sends each to the grader and takes the answer in (see :class:`Remote`)."""
+
+    def __init__(self, channel: Channel, classes: dict):
+        self.channel = channel
+        self.classes = classes
+        self.count = 0
+        self.exercise = "?"
+
+    def call(self, name: str, args: tuple, kwargs: dict):
+        from mllm_utils import checks
+
+        with torch._C.DisableTorchFunction():  # the judge's own work here is not the student's torch calls
+            tracked = codec.stateful(args, kwargs)
+            specs, local = [], []
+            for watch in checks.WATCHING:
+                spec = self._spec(watch, tracked)
+                if spec is not None:
+                    specs.append(spec)
+                    local.append(watch)
+            self.count += 1
+            self.channel.send({"op": "call", "name": name, "watch": specs, "id": self.count},
+                              [codec.pack_call(args, kwargs)])
+            header, blobs = self.channel.recv()
+            if header.get("stopped"):
+                raise StudentStopped(str(header["stopped"])[:300])
+            for watch, seen in zip(local, header.get("observed") or [], strict=False):
+                values = codec.decode(seen, blobs)
+                if isinstance(values, list) and isinstance(getattr(watch, "calls", None), list):
+                    watch.calls.extend(values)
+            for path, state in header.get("state") or []:
+                obj = dict((tuple(p), o) for p, o in tracked).get(tuple(path))
+                if obj is not None:
+                    codec.apply_state(obj, codec.decode(state, blobs))
+            if "raised" in header:
+                raise raised_here(str(header["raised"]), name, self.exercise)
+            if "unsendable" in header:
+                raise StudentUnsendable(name)
+            return self._rebuild(codec.decode(header.get("result"), blobs))
+
+    def _spec(self, watch, tracked):
+        from mllm_utils import checks
+
+        if isinstance(watch, checks.torch_calls):
+            return {"kind": "torch_calls"}
+        if isinstance(watch, checks.function_calls):
+            return {"kind": "function_calls", "name": watch.name}
+        if isinstance(watch, checks.switched_off):
+            return {"kind": "switched_off", "names": watch.names}
+        if isinstance(watch, checks.module_calls):
+            for path, obj in tracked:
+                if isinstance(obj, torch.nn.Module):
+                    for sub, module in obj.named_modules():
+                        if module is watch.module:
+                            return {"kind": "module_calls", "path": path, "sub": sub}
+        return None
+
+    def _rebuild(self, value):
+        if isinstance(value, codec.ModuleData):
+            return codec.rebuild_module(value, self.classes)
+        if type(value) is list:
+            return [self._rebuild(v) for v in value]
+        if type(value) is tuple:
+            return tuple(self._rebuild(v) for v in value)
+        if type(value) is dict:
+            return {k: self._rebuild(v) for k, v in value.items()}
+        return value
+
+
+class Remote:
+    """In the judge, a function (or class) of the exercise whose code is the student's: calling it runs it in
+    the student's process. ``isinstance(x, proxy)`` asks the judge's own class of that name."""
+
+    def __init__(self, name: str, link: Link, original=None):
+        self.__name__ = self.__qualname__ = name
+        self._link = link
+        self._original = original if isinstance(original, type) else None
+
+    def __call__(self, *args, **kwargs):
+        return self._link.call(self.__name__, args, kwargs)
+
+    def __instancecheck__(self, obj) -> bool:
+        return self._original is not None and isinstance(obj, self._original)
+
+    def __subclasscheck__(self, cls) -> bool:
+        return self._original is not None and issubclass(cls, self._original)
+
+    def __repr__(self) -> str:
+        return f"<{self.__name__}, the student's>"
+
+
+def verdict(result: dict, part: str, missing: set) -> dict:
+    """What a failed check part says, from the judge's own objects only."""
+    from mllm_utils.checks import CheckFailed, NotDone
+
+    error = result["error"]
+    if isinstance(error, NameError) and getattr(error, "name", None) in missing:
+        return {"part": part, "kind": "undefined", "function": error.name}
+    student = getattr(error, "mllm_student", None)
+    if isinstance(error, NotDone):
+        return {"part": part, "kind": "not_done", "function": (student or {}).get("function", "")}
+    if student is not None:
+        return {"part": part, "kind": "raised", **student}
+    if isinstance(error, StudentStopped):
+        return {"part": part, "kind": "stopped", "why": str(error)}
+    if isinstance(error, StudentUnsendable):
+        return {"part": part, "kind": "unsendable", "function": str(error)}
+    if isinstance(error, CheckFailed) and isinstance(getattr(error, "parts", None), dict):
+        return {"part": part, "kind": "check", **error.parts}
+    if isinstance(error, AssertionError):  # a plain assert in a check
+        return {"part": part, "kind": "check", "name": "check", "problem": str(error)[:300], "expected": "",
+                "hint": ""}
+    if isinstance(error, codec.DecodeError):
+        return {"part": part, "kind": "unusable", "type": "DecodeError", "message": str(error)[:300]}
+    return {"part": part, "kind": "unusable", "type": type(error).__name__, "message": str(error)[:300]}
+
+
+def judge_check(shell, link: Link, header: dict, blobs: list[bytes]) -> dict:
+    namespace = shell.user_ns
+    kinds = header["names"]
+    values = header.get("values") or {}
+    saved = {name: namespace.get(name, MISSING) for name in kinds}
+    link.classes = {k: v for k, v in namespace.items() if isinstance(v, type) and issubclass(v, torch.nn.Module)}
+    try:
+        for name, kind in kinds.items():
+            if kind == "other" and name in values:
+                try:
+                    namespace[name] = link._rebuild(codec.decode(values[name], blobs))
+                except (codec.DecodeError, ValueError, TypeError):
+                    namespace.pop(name, None)
+            elif kind in ("missing", "other"):
+                namespace.pop(name, None)
+            else:
+                namespace[name] = Remote(name, link, saved[name] if kind == "class" else None)
+        verdicts = []
+        for part, code in (("visible", header.get("visible", "")), ("hidden", header.get("hidden", ""))):
+            if not code.strip():
+                continue
+            result = run_cell(shell, code)
+            if not result["ok"]:
+                verdicts.append(verdict(result, part, {n for n, k in kinds.items() if k == "missing"}))
+                break
+            verdicts.append({"part": part, "kind": "passed"})
+        return {"verdicts": verdicts, "calls": link.count}
+    finally:
+        for name, value in saved.items():
+            if value is MISSING:
+                namespace.pop(name, None)
+            else:
+                namespace[name] = value
+
+
+def serve_judge(channel: Channel) -> None:
+    shell = make_shell()
+    link = Link(channel, {})
+    while True:
+        header, blobs = channel.recv()
+        op = header.get("op")
+        if op == "run":
+            reply = run_cell(shell, header["code"])
+            reply.pop("error", None)
+            channel.send(reply)
+        elif op == "check":
+            link.channel = channel
+            link.count = 0
+            link.exercise = header.get("exercise", "?")
+            channel.send({"op": "checked", **judge_check(shell, link, header, blobs)})
+        elif op == "fork":  # the zygote: a judge for one more submission, on the channel it was given
+            _, fd = channel.recv_fd()
+            pid = os.fork()
+            if pid == 0:
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                channel.close()
+                channel = Channel.from_fd(fd, channel.limit)
+                continue
+            os.close(fd)
+            channel.send({"pid": pid})
+        elif op == "exit":
+            return
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mllm_classroom.worker")
+    parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--role", choices=("student", "judge"), required=True)
+    parser.add_argument("--limit-mib", type=int, default=64)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    channel = Channel.from_fd(args.fd, args.limit_mib * 1024 * 1024)
+    if args.role == "judge":
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # forked judges are reaped by the kernel
+    try:
+        (serve_student if args.role == "student" else serve_judge)(channel)
+    except ChannelError:
+        pass  # the grader went away, or gave up on this process
+    sys.stdout.flush()
+    os._exit(0)  # a forked judge must not run the zygote's exit handlers
+
+
+if __name__ == "__main__":
+    sys.exit(main())
