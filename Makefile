@@ -14,7 +14,7 @@ GRADES ?= grades
 # The environment of the committed outputs (quick size, no progress bars, AVX2 kernels) is RUN_ENV in
 # tools/notebooks.py; conftest.py applies it to every pytest run, so no target repeats it here.
 
-.PHONY: setup teach-setup sandbox-setup lab test test-all test-units test-envs test-browser test-loaded test-full lint notebooks headers \
+.PHONY: setup teach-setup sandbox-setup lab test test-all test-units test-envs test-browser test-loaded test-smoke test-full lint notebooks headers \
 	benchmarks lock clean release grade site site-setup test-site
 
 setup: $(VENV)/.installed
@@ -54,7 +54,7 @@ test: test-units  ## unit tests, the classroom kit end to end, lint, then every 
 # promises, in a real browser, and on a busy machine. The notebooks run under nbval once, on the busy
 # machine (test-loaded), not a second time unloaded. Downloaded environments are cached outside the
 # clone (MLLM_ENV_CACHE, default ~/.cache/mllm-course/envs); screenshots go to MLLM_ARTIFACTS.
-test-all: test-units test-envs test-browser test-site test-loaded  ## the full test command: everything `make test` does, and more
+test-all: test-units test-envs test-browser test-site test-smoke test-loaded  ## the full test command: everything `make test` does, and more
 
 test-units: teach-setup sandbox-setup  ## `make test` without the notebooks: unit tests, the classroom kit, lint
 	$(TPY) -m pytest tests
@@ -85,6 +85,9 @@ test-site: site  ## the built site in headless Chromium, offline: pages, links, 
 
 test-loaded: teach-setup  ## every notebook (lessons and learner's versions) under nbval while busy processes load every core
 	$(TPY) tools/under_load.py -- $(TPY) -m pytest -q notebooks/ student/
+
+test-smoke: setup  ## every notebook's full-size code paths (full data, models, plots), training capped to a few steps
+	$(PY) tools/full_size.py smoke
 
 test-full: setup  ## run every notebook at the full size (slow; a GPU helps): errors only, outputs not compared
 	MLLM_QUICK=0 TQDM_DISABLE=1 $(PY) -m pytest --nbval-lax notebooks/

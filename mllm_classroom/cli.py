@@ -34,6 +34,8 @@ def parser() -> argparse.ArgumentParser:
     rel.add_argument("--out", type=Path, default=Path("student"), help="folder to write (default: student)")
     rel.add_argument("--solutions", type=Path, default=None,
                      help="folder for the solutions pages (default: solutions, beside --out)")
+    rel.add_argument("--no-solution-links", action="store_true",
+                     help="for a graded class: no link to the solutions after each exercise, no solutions pages")
     gra = sub.add_parser("grade", help="grade a class's submissions", allow_abbrev=False)
     gra.add_argument("submissions", type=Path, metavar="SUBMISSIONS",
                      help="the zip your LMS gave (Canvas, Moodle) or its folder, or one folder per student")
@@ -63,9 +65,12 @@ def main(argv=None) -> int:
         if args.command == "release":
             from mllm_classroom.release import release
 
-            for row in release(lessons, args.out, args.solutions):
+            links = not args.no_solution_links
+            for row in release(lessons, args.out, args.solutions, links=links):
                 print(f"{row['notebook']}: {row['exercises']} exercises, {row['points']:g} points")
-            print(f"learner's versions written to {args.out}/, solutions to {args.solutions or args.out.parent / 'solutions'}/")
+            where = f", solutions to {args.solutions or args.out.parent / 'solutions'}/" if links else \
+                " (no links to the solutions)"
+            print(f"learner's versions written to {args.out}/{where}")
             return 0
         results, lines = grade_command(args, lessons)
     except ClassroomError as error:
@@ -94,7 +99,7 @@ def grade_command(args, lessons: list[Path]) -> tuple[list, list[str]]:
     sheet = lms_import.read_sheet(download.layout, args.canvas_gradebook, args.canvas_assignment,
                                   args.moodle_worksheet)
     download.choose([p.stem for p in lesson_paths(args.notebooks)], [p.stem for p in lessons],
-                    roster=sorted(sheet.students) if sheet is not None else None)
+                    roster={sid: sheet.names.get(sid, "") for sid in sheet.students} if sheet is not None else None)
     if not args.names:  # every notebook found in the submissions
         lessons = [p for p in lessons if p.stem in download.notebooks()]
     if not download.students or not lessons:

@@ -101,8 +101,16 @@ def _walk(value, seen, depth=0):
 
 
 def pack_call(args: tuple, kwargs: dict) -> bytes:
-    """The pickle of a call's arguments, as the student's function will get them (a deep copy, no hooks)."""
-    copied = copy.deepcopy((tuple(args), dict(kwargs)))
+    """The pickle of a call's arguments, as the student's function will get them (a deep copy, no hooks; a view
+    of a larger tensor goes as a copy of what it shows, never with the rest of its storage)."""
+    memo = {}
+    for _, obj in stateful(args, kwargs):
+        if isinstance(obj, torch.Tensor) and type(obj) in (torch.Tensor, torch.nn.Parameter) \
+                and obj.untyped_storage().nbytes() > obj.numel() * obj.element_size():
+            alone = obj.detach().clone()
+            memo[id(obj)] = torch.nn.Parameter(alone, obj.requires_grad) if isinstance(obj, torch.nn.Parameter) \
+                else alone.requires_grad_(obj.requires_grad)
+    copied = copy.deepcopy((tuple(args), dict(kwargs)), memo)
     _strip_hooks(copied)
     # deepcopy drops a Parameter's gradient: put the judge's back (leftover gradients are part of a test)
     for (_, mine), (_, theirs) in zip(stateful(args, kwargs), stateful(*copied), strict=False):
@@ -315,10 +323,11 @@ def _tensor_bytes(tensor: torch.Tensor) -> bytes:
     return tensor.numpy().tobytes()
 
 
-def encode(value, blobs: list, module_init=None, depth=0, budget=None):
+def encode(value, blobs: list, module_init=None, depth=0, budget=None, handles=None):
     """``value`` as JSON-able data, its tensors' and arrays' bytes appended to ``blobs``.
 
-    ``module_init(module)`` gives the (args, kwargs) a module was built with, or None when unknown.
+    ``module_init(module)`` gives the (args, kwargs) a module was built with, or None when unknown; a module is
+    also kept in ``handles`` (by a number sent with it), so that the judge can have it run later.
     """
     budget = budget or _Budget()
     if depth > MAX_DEPTH:
@@ -335,15 +344,15 @@ def encode(value, blobs: list, module_init=None, depth=0, budget=None):
         return value if math.isfinite(value) else {"$": "float", "v": repr(value)}
     if kind is list:
         budget.count(items=len(value))
-        return [encode(v, blobs, module_init, depth + 1, budget) for v in value]
+        return [encode(v, blobs, module_init, depth + 1, budget, handles) for v in value]
     if kind is tuple or kind is torch.Size:
         budget.count(items=len(value))
-        return {"$": "tuple" if kind is tuple else "size", "v": [encode(v, blobs, module_init, depth + 1, budget)
-                                                                  for v in value]}
+        return {"$": "tuple" if kind is tuple else "size",
+                "v": [encode(v, blobs, module_init, depth + 1, budget, handles) for v in value]}
     if kind is dict:
         budget.count(items=len(value))
-        return {"$": "dict", "k": [encode(k, blobs, module_init, depth + 1, budget) for k in value],
-                "v": [encode(v, blobs, module_init, depth + 1, budget) for v in value.values()]}
+        return {"$": "dict", "k": [encode(k, blobs, module_init, depth + 1, budget, handles) for k in value],
+                "v": [encode(v, blobs, module_init, depth + 1, budget, handles) for v in value.values()]}
     if kind in (torch.Tensor, torch.nn.Parameter):
         if value.dtype not in DTYPE_NAMES:
             raise EncodeError(f"a tensor of dtype {value.dtype}, which the grader does not take")
@@ -368,10 +377,14 @@ def encode(value, blobs: list, module_init=None, depth=0, budget=None):
     if isinstance(value, torch.nn.Module):
         init = module_init(value) if module_init else None
         state = {k: encode(v, blobs, None, depth + 1, budget) for k, v in value.state_dict().items()}
-        return {"$": "module", "class": type(value).__name__, "module": type(value).__module__,
+        data = {"$": "module", "class": type(value).__name__, "module": type(value).__module__,
                 "init": None if init is None else encode([list(init[0]), dict(init[1])], blobs, None, depth + 1,
                                                           budget),
                 "state": state, "training": value.training}
+        if handles is not None:
+            handles[id(value)] = value
+            data["handle"] = id(value)
+        return data
     if kind is torch.Generator:
         blobs.append(_tensor_bytes(value.get_state()))
         return {"$": "generator", "b": len(blobs) - 1}
@@ -488,7 +501,9 @@ def decode(data, blobs: list[bytes], depth=0, budget=None):
                 if not isinstance(tensor, torch.Tensor):
                     raise DecodeError("a module weight that is not a tensor")
                 weights[key] = tensor
-            return ModuleData(name, where, init, weights, data.get("training") is True)
+            handle = data.get("handle")
+            return ModuleData(name, where, init, weights, data.get("training") is True,
+                              handle if type(handle) is int else None)
     except KeyError as error:
         raise DecodeError(f"a {kind!r} without its field {error}") from None
     raise DecodeError(f"an unknown kind of value {str(kind)[:40]!r}")
@@ -501,19 +516,26 @@ def _blob(blobs, index) -> bytes:
 
 
 class ModuleData:
-    """A module as the student's side described it: class name, constructor arguments, weights."""
+    """A module as the student's side described it: class name, constructor arguments, weights, and the number
+    under which the student's process keeps the module itself (to run its forward there)."""
 
-    def __init__(self, name, where, init, weights, training):
+    def __init__(self, name, where, init, weights, training, handle=None):
         self.name, self.where, self.init, self.weights, self.training = name, where, init, weights, training
+        self.handle = handle
 
     def __repr__(self):
         return f"<a {self.name} from the student's side>"
 
 
+MAX_INIT_INT = 100_000  # a size in a model's constructor arguments (the lessons' largest is 4,096)
+
+
 def _plain_init(value, depth=0) -> bool:
     if depth > 4:
         return False
-    if value is None or type(value) in (bool, int, float, str):
+    if type(value) is int:
+        return abs(value) <= MAX_INIT_INT
+    if value is None or type(value) in (bool, float, str):
         return True
     if type(value) in (list, tuple):
         return len(value) <= 16 and all(_plain_init(v, depth + 1) for v in value)
@@ -526,15 +548,14 @@ def rebuild_module(data: ModuleData, classes: dict) -> torch.nn.Module:
     the student's weights. The arguments are plain values; the module is first built on the meta device
     so that sizes a student made up cost nothing before they are compared with the weights."""
     cls = classes.get(data.name)
-    if cls is None and data.where.startswith("torch.nn"):
-        cls = getattr(torch.nn, data.name, None)
-    if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
-        raise DecodeError(f"a {data.name}, which is not a model of this notebook")
+    if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)) or data.where != "__main__":
+        raise DecodeError(f"a {data.name}, which is not a model class of this notebook")
     if data.init is None:
         raise DecodeError(f"a {data.name} whose constructor arguments are unknown")
     args, kwargs = data.init
-    if not all(_plain_init(v) for v in [*args, *kwargs.values()]):
-        raise DecodeError(f"a {data.name} built from arguments that are not plain numbers or strings")
+    if not all(_plain_init(v) for v in [*args, *kwargs.values()]) or "device" in kwargs or len(args) > 16:
+        raise DecodeError(f"a {data.name} built from arguments that are not plain numbers or strings (each at "
+                          f"most {MAX_INIT_INT:,})")
     try:
         with torch.device("meta"):
             shell = cls(*args, **kwargs)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -92,23 +93,50 @@ class Zygote:
                 raise ClassroomError(f"{lesson_path.name}: the lesson's cell {index} raised {reply.get('ename')} "
                                      f"in the judge: {reply.get('evalue')}")
 
-    def fork(self) -> Channel:
-        """A judge for one more submission: the grader's end of its channel."""
+    def fork(self) -> tuple[Channel, int | None]:
+        """A judge for one more submission: the grader's end of its channel, and a pidfd to end it with."""
+        before = self.children()
         mine, theirs = pair()
         self.channel.send({"op": "fork"})
         self.channel.send_fd({"fd": "judge"}, theirs.fileno())
         theirs.close()
         self.channel.recv(timeout=60)
-        return Channel(mine)
+        new = sorted(self.children() - before)
+        pidfd = None
+        if len(new) == 1:
+            try:
+                pidfd = os.pidfd_open(new[0])
+            except (OSError, AttributeError):  # an old kernel or Python: the judge ends with its channel
+                pidfd = None
+        return Channel(mine), pidfd
+
+    def children(self) -> set[int]:
+        """The zygote's forked judges, by their pids on this machine."""
+        pid = self.box.pid
+        try:
+            return {int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
+        except (OSError, ValueError, TypeError):
+            return set()
 
     def close(self) -> None:
         self.box.kill()
 
 
+def end(pidfd: int | None) -> None:
+    """Kill a forked judge (it may be busy with what a submission sent) and close its pidfd."""
+    if pidfd is None:
+        return
+    try:
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+    os.close(pidfd)
+
+
 def grade_one(lesson_path: Path, file: Path, zygote: Zygote, limits: sandbox.Limits, timeout: int,
               use_sandbox: bool) -> dict:
     """Grade one submission in a process of its own; its outcome (judge.Outcome as a dict)."""
-    judge = zygote.fork()
+    judge, pidfd = zygote.fork()
     job = {"lesson": str(lesson_path), "submission": str(file), "judge_fd": judge.fileno(), "timeout": timeout,
            "limits": limits.__dict__, "use_sandbox": use_sandbox}
     wall = WALL_FACTOR * timeout + WALL_MARGIN
@@ -123,6 +151,8 @@ def grade_one(lesson_path: Path, file: Path, zygote: Zygote, limits: sandbox.Lim
         return {"status": f"grading failed: it took longer than {wall} s in all"}
     finally:
         judge.close()
+        end(pidfd)  # the judge forked for this submission never outlives it
+        sandbox.remove_cgroups_of(process.pid)  # a grading process killed at its wall time leaves them
     try:
         outcome = json.loads(out)
         if not isinstance(outcome, dict):
@@ -155,7 +185,13 @@ def grade_shard(lessons: list[Path], students: dict[str, Path], threads: int, ti
                 if zygote is None:
                     judge_limits = sandbox.Limits(memory_mib=JUDGE_MEMORY_FACTOR * memory, threads=1)
                     zygote = Zygote(path, judge_limits, use_sandbox, limit)
-                outcome = grade_one(path, file, zygote, limits, limit, use_sandbox)
+                try:
+                    outcome = grade_one(path, file, zygote, limits, limit, use_sandbox)
+                except (ChannelError, OSError) as error:  # the judge is gone: this row says so, a new one starts
+                    outcome = {"status": f"grading failed: the judge stopped ({type(error).__name__}); grade "
+                                         "this submission again"}
+                    zygote.close()
+                    zygote = None
                 for key in ("status", "points", "notes", "review", "withheld", "verdicts", "seconds", "calls"):
                     if key in outcome:
                         value = outcome[key]

@@ -32,7 +32,7 @@ from mllm_classroom.lessons import tasks
 from mllm_classroom.sandbox import Limits, Sandbox
 
 MAX_NOTEBOOK_BYTES = 64 * 1024 * 1024
-INTERRUPT_GRACE = 10  # seconds a process has to answer after an interrupt before its sandbox is ended
+INTERRUPT_GRACE = 20  # seconds a process has to answer after an interrupt before its sandbox is ended
 RELAYED = ("result", "observed", "state", "raised", "unsendable")
 
 
@@ -202,7 +202,7 @@ class Grader:
             except Stopped:
                 values, blobs = {}, []
         self.judge.send({"op": "check", "exercise": task.number, "names": kinds, "visible": task.visible,
-                         "hidden": task.hidden, "values": values}, blobs)
+                         "hidden": task.hidden, "values": values, "seconds": self.timeout}, blobs)
         while True:
             left = deadline - time.monotonic()
             header, blobs = self.judge.recv(timeout=max(left, 0) + self.timeout + 60)
@@ -218,6 +218,8 @@ class Grader:
         if left <= 0:
             return {"stopped": f"the check ran past {self.timeout} s"}, []
         request = {"op": "call", "name": header.get("name"), "watch": header.get("watch", []), "id": header.get("id")}
+        if type(header.get("handle")) is int:
+            request["handle"] = header["handle"]
         try:
             reply, out, interrupted = self.ask_student(request, blobs[:1], left)
         except Stopped as why:
@@ -265,6 +267,7 @@ def grade_submission(job: dict, judge: Channel) -> Outcome:
     try:
         first_check = plan[0].check if plan else len(lesson.cells)
         done = -1  # the last submitted cell run on the student's side
+        ran = {}  # exercise -> the last submitted cell run before its check (cells run in their order)
         for index in range(first_check, len(lesson.cells)):
             cell = lesson.cells[index]
             task = next((t for t in plan if t.check == index), None)
@@ -278,6 +281,7 @@ def grade_submission(job: dict, judge: Channel) -> Outcome:
                     if cells[i]["type"] == "code" and i not in check_cells and cells[i]["source"].strip():
                         grader.run_student(i, cells[i]["source"])
                 done = anchor
+            ran[task.name] = done
             if task.name not in solutions:
                 outcome.points[task.name] = 0.0
                 outcome.verdicts[task.name] = {"kind": "missing"}
@@ -304,17 +308,17 @@ def grade_submission(job: dict, judge: Channel) -> Outcome:
         except ChannelError:
             pass
     outcome.calls = grader.calls
-    withhold(outcome, first_flagged, anchors, plan)
+    withhold(outcome, first_flagged, ran, plan)
     outcome.seconds = round(time.monotonic() - start, 1)
     return outcome
 
 
-def withhold(outcome: Outcome, first_flagged: int | None, anchors: dict, plan) -> None:
+def withhold(outcome: Outcome, first_flagged: int | None, ran: dict, plan) -> None:
     """Review's findings hold back the points of every exercise checked after the first flagged cell ran
-    (an exercise checked before that cell ran keeps its points)."""
+    (an exercise checked before that cell ran keeps its points; ``ran``: the last cell run before each check)."""
     if first_flagged is None:
         return
-    names = [t.name for t in plan if anchors.get(t.name) is None or anchors[t.name] >= first_flagged]
+    names = [t.name for t in plan if ran.get(t.name) is None or ran[t.name] >= first_flagged]
     for name in names:
         outcome.withheld += outcome.points.get(name, 0.0)
         if name in outcome.points:

@@ -32,6 +32,7 @@ The teacher's zip or folder is only read.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import stat
@@ -118,6 +119,12 @@ def parse_canvas(up: Upload) -> None:
     up.readings = readings
     if readings:
         take_reading(up, readings[0])
+
+
+def canvas_zip_name(sortable_name: str) -> str:
+    """A student's name as Canvas writes it into a submissions zip (``content_zipper.rb``: ``_123_`` becomes
+    ``123``, lowercased, every non-word character removed)."""
+    return re.sub(r"[^\w]", "", re.sub(r"_(\d+)_", r"\1", sortable_name).lower())
 
 
 def take_reading(up: Upload, reading: dict) -> None:
@@ -273,19 +280,24 @@ class Download:
         """The notebooks a file will be graded for (after :meth:`choose`)."""
         return {u.notebook for u in self.uploads if u.what == "graded"}
 
-    def choose(self, all_stems: list[str], graded_stems: list[str], roster: list[str] | None = None) -> None:
+    def choose(self, all_stems: list[str], graded_stems: list[str], roster: dict | None = None) -> None:
         """Match each file to a notebook; of several for one notebook, the newest is graded (in a plain folder,
         where nothing but a file's name says whose it is, it is graded and held for the teacher to look at).
 
-        A Canvas name that reads in more than one way keeps the readings whose file is a notebook of the
-        course and, given the gradebook's ``roster``, whose id is a student's; if more than one is left, the
-        file is not graded and files.csv says why."""
+        A Canvas name that reads in more than one way is decided by the gradebook's ``roster`` (id -> the name
+        Canvas shows): the reading whose name part is that student's name as Canvas writes it in the zip, else
+        whose id is a student's; without a roster, the readings whose file is a notebook of the course. If more
+        than one is left, the file is not graded and files.csv says why."""
         groups: dict = {}
         for up in self.uploads:
             if len(up.readings) > 1:
-                fits = [r for r in up.readings if notebook_of(r["file"], all_stems)] or up.readings
+                fits = up.readings
                 if roster:
-                    fits = [r for r in fits if r["id"] in roster] or fits
+                    named = [r for r in fits if r["id"] in roster and roster[r["id"]]
+                             and canvas_zip_name(roster[r["id"]]) == r["name"]]
+                    fits = named or [r for r in fits if r["id"] in roster] or fits
+                if len(fits) > 1:
+                    fits = [r for r in fits if notebook_of(r["file"], all_stems)] or fits
                 if len(fits) == 1:
                     take_reading(up, fits[0])
                 else:
@@ -376,9 +388,18 @@ class Download:
         return header, rows
 
 
+MAX_NAME_BYTES = 120  # a folder name, in UTF-8 bytes (file systems allow 255)
+
+
 def safe_name(student: str) -> str:
-    """A student's folder name: the id, with nothing a file system or grade() would read otherwise."""
-    return re.sub(r'[\x00-\x1f/\\:*?"<>|]', "_", student).lstrip(".") or "_"
+    """A student's folder name: the id, with nothing a file system or grade() would read otherwise, and short
+    enough for any file system (a long one is cut and given a hash of the whole, so that two stay apart)."""
+    name = re.sub(r'[\x00-\x1f/\\:*?"<>|]', "_", student).lstrip(".") or "_"
+    if len(name.encode()) <= MAX_NAME_BYTES:
+        return name
+    digest = hashlib.sha256(student.encode()).hexdigest()[:10]
+    cut = name.encode()[: MAX_NAME_BYTES - 11].decode("utf-8", errors="ignore")
+    return f"{cut}-{digest}"
 
 
 def copy_capped(src, dst, up: Upload, source: Path) -> None:

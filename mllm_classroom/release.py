@@ -89,8 +89,9 @@ def tag(cell, name: str) -> None:
         tags.append(name)
 
 
-def learner_version(lesson, stem: str, repository: str, folder: str = "student"):
-    """The learner's version of ``lesson`` (a notebook node); the lesson is not changed."""
+def learner_version(lesson, stem: str, repository: str, folder: str = "student", links: bool = True):
+    """The learner's version of ``lesson`` (a notebook node); the lesson is not changed. ``links=False``
+    leaves out the links to the solutions (a class's hand-out before the deadline)."""
     nb = copy.deepcopy(lesson)
     plan = tasks(nb)
     names = defined_anywhere(plan)
@@ -115,7 +116,7 @@ def learner_version(lesson, stem: str, repository: str, folder: str = "student")
             clear(cell)
             tag(cell, RAISES)
         cells.append(cell)
-        if index in by_check:
+        if index in by_check and links:
             task = by_check[index]
             link = nbformat.v4.new_markdown_cell(
                 f"**Solution.** Once your checks above pass, or if you are stuck, compare with "
@@ -150,20 +151,24 @@ def notebook_title(nb) -> str:
     return heading or "the notebook"
 
 
-def release(lessons: list[Path], out: Path, solutions: Path | None = None, repository: str | None = None) -> list[dict]:
+def release(lessons: list[Path], out: Path, solutions: Path | None = None, repository: str | None = None,
+            links: bool = True) -> list[dict]:
     """Write the learner's version of each lesson into ``out`` (and a README with the table), and each
-    lesson's solutions page into ``solutions`` (default: beside ``out``); return the table."""
+    lesson's solutions page into ``solutions`` (default: beside ``out``); return the table. ``links=False``:
+    versions without the links to the solutions, and no solutions pages (a class's hand-out)."""
     repository = repository or repository_url(lessons[0].parent.parent)
     solutions = solutions or out.parent / "solutions"
     out.mkdir(parents=True, exist_ok=True)
-    solutions.mkdir(parents=True, exist_ok=True)
+    if links:
+        solutions.mkdir(parents=True, exist_ok=True)
     rows = []
     for path in lessons:
         lesson = nbformat.read(path, as_version=4)
-        nb = learner_version(lesson, path.stem, repository, out.name)
+        nb = learner_version(lesson, path.stem, repository, out.name, links)
         write_atomically(out / path.name, lambda f, nb=nb: nbformat.write(nb, f))
-        page = solutions_page(lesson, path.stem, notebook_title(lesson))
-        write_atomically(solutions / f"{path.stem}.md", lambda f, page=page: f.write(page))
+        if links:
+            page = solutions_page(lesson, path.stem, notebook_title(lesson))
+            write_atomically(solutions / f"{path.stem}.md", lambda f, page=page: f.write(page))
         found = exercises(lesson)
         rows.append({"notebook": path.stem, "exercises": len(found), "points": sum(e.points for e in found),
                      "seconds": measured_seconds(lesson)})

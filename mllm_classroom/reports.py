@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import html
+import re
 from pathlib import Path
 
 import nbformat
@@ -63,7 +64,10 @@ def verdict_text(verdict: dict, secrets: set[str]) -> str:
         return (f"{function} returned something the grader cannot take back: return tensors, arrays, numbers, "
                 "strings, lists, tuples, dicts or a model")
     if kind == "check":
-        lines = [f"{plain_text(verdict.get('name', ''))}: {scrub(verdict.get('problem', ''), secrets)}"]
+        problem = scrub(verdict.get("problem", ""), secrets)
+        if hidden:  # what kind of problem, not the numbers: they come from inputs the student never saw
+            problem = re.sub(r"[-+]?\d[\d.e+-]*", "#", problem)
+        lines = [f"{plain_text(verdict.get('name', ''))}: {problem}"]
         if hidden:
             lines.append("  (a hidden test: its values are not shown)")
         elif verdict.get("expected"):

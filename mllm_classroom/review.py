@@ -28,7 +28,7 @@ import re
 import threading
 from dataclasses import dataclass
 
-from mllm_classroom.lessons import HIDDEN, SOLUTION, grade_id
+from mllm_classroom.lessons import HIDDEN, SOLUTION
 
 MODULES = {
     "os", "sys", "subprocess", "ctypes", "gc", "inspect", "importlib", "builtins", "socket", "shutil", "signal",
@@ -37,6 +37,7 @@ MODULES = {
     "weakref", "ast", "dis", "runpy", "pty", "fcntl", "mmap", "urllib", "http", "requests", "asyncio",
     "concurrent", "psutil", "posix", "sqlite3", "unittest", "pytest", "nbformat", "nbgrader", "mllm_classroom",
     "platform", "sysconfig", "site", "faulthandler", "tracemalloc", "linecache", "warnings", "contextvars",
+    "pydoc", "pickletools", "copyreg", "shelve", "dill", "cloudpickle", "joblib", "zipimport", "pkgutil",
 }
 SUBMODULES = ("torch.overrides", "torch._C", "torch.library", "torch.utils._python_dispatch", "torch._dynamo",
               "numpy.lib.mixins", "mllm_utils._validate")
@@ -51,6 +52,9 @@ NAMES = {
     "memoryview": "reads raw memory",
 }
 HISTORY = re.compile(r"^_i{1,3}$|^_i\d+$|^_\d+$")
+# What a learner's code may take from the course's checks: the stub's exception. Anything else reaches what
+# grading watches in the learner's process (the record of the calls a function makes).
+CHECKS_ALLOWED = {"NotDone"}
 ATTRIBUTES = {"sys", "os", "modules", "builtins", "_C", "overrides", "subprocess", "ctypes", "gc", "f_back",
               "f_globals", "f_locals", "f_builtins", "gi_frame", "cr_frame", "tb_frame", "tb_next", "user_ns",
               "events", "run_cell", "showtraceback", "set_custom_exc", "_getframe", "settrace", "setprofile"}
@@ -175,6 +179,7 @@ class Lesson:
         self.check_reads: dict[str, set[str]] = {}  # check cell id -> names it reads
         self.solution_binds: dict[str, set[str]] = {}  # solution cell id -> names the lesson's solution binds
         self.locked_ids = set()  # cells whose source nbgrader puts back from the lesson before running them
+        self.forbidden: dict[str, set[str]] = {}  # solution cell id -> names its exercise asks to do without
         self.tags = {"raises-exception"} | {t for c in lesson.cells for t in c.metadata.get("tags", [])}
         self.nbgrader = {c.metadata["nbgrader"].get("grade_id"): dict(c.metadata["nbgrader"])
                          for c in lesson.cells if "nbgrader" in c.metadata}
@@ -196,7 +201,24 @@ class Lesson:
             self.imported.update(imports(tree))
             if meta.get("grade"):  # what a check reads that it does not set itself (a loop's `i` is its own)
                 self.check_reads[meta["grade_id"]] = reads(tree) - module_bindings(tree)
+                self.forbidden[meta["grade_id"].replace("-check", "-solution")] = forbidden_names(tree)
         self.checked_names = set().union(*self.check_reads.values()) if self.check_reads else set()
+
+
+def forbidden_names(tree: ast.Module) -> set[str]:
+    """What a check asks the exercise to do without: the names given to ``switched_off`` (their last part) and
+    to ``check_not_called``. Review flags any use of them in the learner's code, an alias included."""
+    found = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+        if name == "switched_off":
+            found |= {a.value.rsplit(".", 1)[-1] for a in node.args if isinstance(a, ast.Constant)
+                      and isinstance(a.value, str)}
+        elif name == "check_not_called" and len(node.args) >= 3 and isinstance(node.args[2], ast.Tuple | ast.List):
+            found |= {e.value for e in node.args[2].elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return found
 
 
 def normal(source: str) -> str:
@@ -218,12 +240,16 @@ def review(cells: list[dict], lesson: Lesson, solutions: dict, check_cells: set)
             continue
         label = solution_at.get(index) or f"cell {index}"
         allowed = lesson.solution_binds.get(solution_at.get(index, ""), set())
+        if index in solution_at:
+            forbidden = lesson.forbidden.get(solution_at[index], set())
+        else:  # a cell the student added or changed: what any exercise asks to do without
+            forbidden = set().union(*lesson.forbidden.values()) if lesson.forbidden else set()
         try:
             tree = python_of(cell["source"])
             if tree is None:
                 findings.append(Finding(index, label, "code that does not parse: not read, held for review"))
                 continue
-            for what in sorted(set(cell_findings(tree, lesson, allowed))):
+            for what in sorted(set(cell_findings(tree, lesson, allowed, forbidden))):
                 findings.append(Finding(index, label, what))
         except (RecursionError, MemoryError):
             findings.append(Finding(index, label, "code nested too deeply to be read: held for review"))
@@ -251,7 +277,7 @@ def metadata_findings(index: int, cell: dict, lesson: Lesson) -> list[Finding]:
     return found
 
 
-def cell_findings(tree: ast.Module, lesson: Lesson, allowed: set[str]):
+def cell_findings(tree: ast.Module, lesson: Lesson, allowed: set[str], forbidden: set[str] = frozenset()):
     own_imports = imports(tree)
     harmless = matplotlib_magics(tree)
     for node in ast.walk(tree):
@@ -262,6 +288,27 @@ def cell_findings(tree: ast.Module, lesson: Lesson, allowed: set[str]):
             for name in names:
                 if name.split(".")[0] in MODULES or name.startswith(SUBMODULES) or node_is_relative(node):
                     yield f"imports {name} (reaches the interpreter, the kernel or the machine)"
+            if isinstance(node, ast.ImportFrom) and node.module == "mllm_utils.checks":
+                for alias in node.names:
+                    if alias.name not in CHECKS_ALLOWED:
+                        yield f"imports {alias.name} from the course's checks (what grading watches)"
+            elif isinstance(node, ast.Import) and any(a.name == "mllm_utils.checks" for a in node.names) or \
+                    isinstance(node, ast.ImportFrom) and node.module == "mllm_utils" and any(
+                        a.name == "checks" for a in node.names):
+                yield "imports the course's checks (what grading watches)"
+            for alias in node.names:
+                for part in {alias.name.rsplit(".", 1)[-1], alias.asname or ""} & forbidden:
+                    yield f"uses {part}, which this exercise asks you to do without"
+        elif isinstance(node, ast.keyword) and node.arg == "allow_pickle":
+            yield "loads a pickle (allow_pickle): runs code that cannot be read first"
+        if isinstance(node, ast.Name) and node.id in forbidden or isinstance(node, ast.Attribute) and \
+                node.attr in forbidden:
+            yield f"uses {getattr(node, 'id', None) or node.attr}, which this exercise asks you to do without"
+        if isinstance(node, ast.Name) and node.id == "WATCHING" or isinstance(node, ast.Attribute) and \
+                node.attr in ("WATCHING", "_paused"):
+            yield "reaches what grading watches in the learner's process (WATCHING)"
+        if isinstance(node, ast.Import | ast.ImportFrom | ast.keyword):
+            continue
         elif isinstance(node, ast.Name):
             if node.id == "get_ipython" and id(node) in harmless:
                 continue

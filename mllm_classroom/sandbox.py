@@ -26,13 +26,14 @@ import importlib.util
 import itertools
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -66,6 +67,7 @@ HOW_TO_GET_ONE = (
     "pass --no-sandbox (each row of grades.csv then says so)"
 )
 _numbers = itertools.count()
+_uids = random.SystemRandom()
 
 
 @dataclass
@@ -141,9 +143,10 @@ def describe_limits(limits: Limits) -> str:
     """The ``limits`` column of grades.csv: what held for this submission."""
     mode = limit_mode()
     where = {"cgroup2": "cgroup v2", "cgroup1": "cgroup v1", "systemd": "systemd scope"}.get(mode)
+    calls = "" if seccomp_filter() is not None else "; no seccomp filter (libseccomp missing)"
     if where:
-        return f"per sandbox ({where}): {limits.memory_mib} MiB, {limits.processes} processes"
-    return f"per process only (no cgroup here): {limits.memory_mib} MiB each, {limits.processes} processes"
+        return f"per sandbox ({where}): {limits.memory_mib} MiB, {limits.processes} processes{calls}"
+    return f"per process only (no cgroup here): {limits.memory_mib} MiB each, {limits.processes} processes{calls}"
 
 
 def _cgroup2_parent() -> Path:
@@ -256,12 +259,76 @@ def worker_env(limits: Limits) -> dict:
     return env
 
 
-def bwrap_command(limits: Limits, argv: list[str], info_fd: int, uid: int | None) -> list[str]:
+# System calls no notebook needs and a sandbox escape would: new namespaces (a nested user namespace gives back
+# every capability inside it), mounts, keyrings, tracing other processes, BPF, io_uring, kernel modules.
+DENIED_SYSCALLS = ("unshare", "setns", "mount", "umount2", "pivot_root", "keyctl", "add_key", "request_key", "ptrace",
+                   "process_vm_readv", "process_vm_writev", "bpf", "perf_event_open", "userfaultfd", "kexec_load",
+                   "kexec_file_load", "init_module", "finit_module", "delete_module", "open_by_handle_at",
+                   "name_to_handle_at", "io_uring_setup", "io_uring_enter", "io_uring_register", "fsopen", "fsmount",
+                   "fsconfig", "move_mount", "open_tree", "acct", "swapon", "swapoff", "reboot", "syslog")
+CLONE_NEWUSER = 0x10000000
+
+
+@cache
+def seccomp_filter() -> bytes | None:
+    """The seccomp program every sandbox runs under (libseccomp, through ctypes), or None where libseccomp is
+    missing: the calls above fail with EPERM, ``clone`` only when it asks for a new user namespace, and
+    ``clone3`` (whose flags a filter cannot read) with ENOSYS, so that the C library falls back to ``clone``."""
+    import ctypes
+    import ctypes.util
+    import errno
+
+    try:
+        lib = ctypes.CDLL(ctypes.util.find_library("seccomp") or "libseccomp.so.2")
+    except OSError:
+        return None
+
+    class Arg(ctypes.Structure):
+        _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64),
+                    ("datum_b", ctypes.c_uint64)]
+
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_init.argtypes = [ctypes.c_uint32]
+    lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint,
+                                           ctypes.POINTER(Arg)]
+    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    context = lib.seccomp_init(0x7FFF0000)  # SCMP_ACT_ALLOW
+    if not context:
+        return None
+    try:
+        rules = [(name, errno.EPERM, ()) for name in DENIED_SYSCALLS]
+        rules += [("clone", errno.EPERM, (Arg(0, 7, CLONE_NEWUSER, CLONE_NEWUSER),)),  # 7: SCMP_CMP_MASKED_EQ
+                  ("clone3", errno.ENOSYS, ())]
+        for name, error, args in rules:
+            number = lib.seccomp_syscall_resolve_name(name.encode())
+            if number < 0:  # not a system call on this architecture
+                continue
+            array = (Arg * len(args))(*args) if args else None
+            if lib.seccomp_rule_add_array(context, 0x00050000 | error, number, len(args), array) != 0:
+                return None
+        read, write = os.pipe()
+        try:
+            if lib.seccomp_export_bpf(context, write) != 0:
+                return None
+        finally:
+            os.close(write)
+        with os.fdopen(read, "rb") as f:
+            return f.read()
+    finally:
+        lib.seccomp_release(context)
+
+
+def bwrap_command(limits: Limits, argv: list[str], info_fd: int, uid: int | None,
+                  seccomp_fd: int | None = None) -> list[str]:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise ClassroomError(HOW_TO_GET_ONE.format(why="bwrap (bubblewrap) is not installed"))
     args = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--as-pid-1", "--hostname", "sandbox", "--info-fd", str(info_fd)]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     if uid is not None:  # privileged bwrap: no user namespace, so that the change of uid below is real
         args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
@@ -301,6 +368,7 @@ class Sandbox:
         self.pid: int | None = None  # the worker's own pid, for interrupts
         self.cgroup: Cgroup | None = None
         self.channel: Channel | None = None
+        self.pidfd: int | None = None
 
     def start(self) -> Channel:
         mine, theirs = pair()
@@ -317,9 +385,16 @@ class Sandbox:
             self.pid = self.process.pid
         else:
             name = f"sandbox-{os.getpid()}-{next(_numbers)}"
-            uid = UID_BASE + (os.getpid() * 1000 + next(_numbers)) % 100_000_000 if os.geteuid() == 0 else None
+            # A uid of its own, drawn at random from 100 million: two sandboxes alive at once do not share one.
+            uid = UID_BASE + _uids.randrange(100_000_000) if os.geteuid() == 0 else None
             info_r, info_w = os.pipe()
-            command = bwrap_command(self.limits, argv, info_w, uid)
+            program = seccomp_filter()
+            seccomp_r = None
+            if program is not None:
+                seccomp_r, seccomp_w = os.pipe()
+                os.write(seccomp_w, program)  # a few hundred bytes: far below a pipe's buffer
+                os.close(seccomp_w)
+            command = bwrap_command(self.limits, argv, info_w, uid, seccomp_r)
             mode = limit_mode()
             if mode in ("cgroup1", "cgroup2"):
                 self.cgroup = Cgroup(name, self.limits)
@@ -330,24 +405,36 @@ class Sandbox:
                 command = ["systemd-run", "--user", "--scope", "--quiet", "--collect",
                            "-p", f"MemoryMax={self.limits.memory_mib}M", "-p", "MemorySwapMax=0",
                            "-p", f"TasksMax={self.limits.processes}", "-p", "CPUWeight=100", "--", *command]
-            self.process = subprocess.Popen(command, pass_fds=(theirs.fileno(), info_w), stdin=subprocess.DEVNULL,
+            passed = (theirs.fileno(), info_w, *([seccomp_r] if seccomp_r is not None else []))
+            self.process = subprocess.Popen(command, pass_fds=passed, stdin=subprocess.DEVNULL,
                                             stdout=output, stderr=output, start_new_session=True,
                                             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
                                                  **({k: v for k, v in os.environ.items()
                                                      if k in ("XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS")})})
             os.close(info_w)
+            if seccomp_r is not None:
+                os.close(seccomp_r)
             self.pid = _child_pid(info_r, self.process)
+            try:  # signals go through a pidfd: never to a pid the system has given to another process since
+                self.pidfd = os.pidfd_open(self.pid) if self.pid else None
+            except (OSError, AttributeError):
+                self.pidfd = None
         theirs.close()
         self.channel = Channel(mine, self.message_mib * MIB)
         return self.channel
 
+    def _signal(self, number: int) -> None:
+        try:
+            if self.pidfd is not None:
+                signal.pidfd_send_signal(self.pidfd, number)
+            elif self.pid is not None and self.alive():
+                os.kill(self.pid, number)
+        except OSError:
+            pass
+
     def interrupt(self) -> None:
         """KeyboardInterrupt in the worker (a cell or a call past its time); the sandbox stays."""
-        if self.pid is not None:
-            try:
-                os.kill(self.pid, signal.SIGINT)
-            except OSError:
-                pass
+        self._signal(signal.SIGINT)
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -357,17 +444,35 @@ class Sandbox:
         if self.channel is not None:
             self.channel.close()
         if self.process is not None:
-            for pid in {self.process.pid, self.pid}:
+            self._signal(signal.SIGKILL)
+            if self.process.poll() is None:  # bwrap's group (its pid is ours until we wait for it)
                 try:
-                    os.killpg(pid, signal.SIGKILL) if pid == self.process.pid else os.kill(pid, signal.SIGKILL)
-                except (OSError, TypeError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                except OSError:
                     pass
             try:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 pass
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
         if self.cgroup is not None:
             self.cgroup.kill()
+
+
+def remove_cgroups_of(pid: int) -> None:
+    """Remove the cgroups left by the sandboxes a process made (a grading process killed at its wall time)."""
+    if limit_mode() not in ("cgroup1", "cgroup2"):
+        return
+    root = Path("/sys/fs/cgroup")
+    parents = [root / CGROUP_NAME] if limit_mode() == "cgroup2" else [root / c / CGROUP_NAME
+                                                                       for c in ("memory", "pids", "cpu")]
+    for parent in parents:
+        for folder in parent.glob(f"sandbox-{pid}-*"):
+            leftover = Cgroup.__new__(Cgroup)
+            leftover.dirs = [folder]
+            leftover.kill()
 
 
 def _child_pid(info_r: int, process: subprocess.Popen) -> int | None:

@@ -137,9 +137,27 @@ def watches(specs, args, kwargs, namespace):
     return made
 
 
+HANDLES: dict = {}  # the modules the student's functions returned, by number: the judge may run them
+
+
+def observed(watch):
+    """What a watch saw, small: torch_calls as (name, count) pairs in first-seen order, others as they are."""
+    from mllm_utils import checks
+
+    if isinstance(watch, checks.torch_calls):
+        counts = {}
+        for name in watch.calls:
+            counts[name] = counts.get(name, 0) + 1
+        return {"counts": [[k, v] for k, v in counts.items()]}
+    return {"calls": getattr(watch, "calls", None)}
+
+
 def student_call(shell, header: dict, blobs: list[bytes]) -> tuple[dict, list[bytes]]:
     namespace = shell.user_ns
-    function = namespace.get(header["name"])
+    if "handle" in header:  # a module returned earlier: its forward, run here
+        function = HANDLES.get(header["handle"])
+    else:
+        function = namespace.get(header["name"])
     args, kwargs = codec.unpack_call(blobs[0])
     tracked = codec.stateful(args, kwargs)
     before = [codec.snapshot(obj) for _, obj in tracked]
@@ -152,14 +170,16 @@ def student_call(shell, header: dict, blobs: list[bytes]) -> tuple[dict, list[by
             for watch in made:
                 stack.enter_context(watch)
             result = function(*args, **kwargs)
-        reply["result"] = codec.encode(result, out, recorder.init_of)
+        reply["result"] = codec.encode(result, out, recorder.init_of, handles=HANDLES)
     except codec.EncodeError as error:
         reply["unsendable"] = str(error)[:300]
     except BaseException as error:  # noqa: BLE001 - whatever the student's code raises is its answer
         reply["raised"] = type(error).__name__[:80]
         reply["message"] = str(error)[:300]
-    with contextlib.suppress(Exception):
-        reply["observed"] = [codec.encode(getattr(w, "calls", None), out) for w in made]
+    try:
+        reply["observed"] = [codec.encode(observed(w), out) for w in made]
+    except Exception:  # noqa: BLE001 - the judge then says the calls could not be observed
+        reply["observed"] = None
     states = []
     for (path, obj), snap in zip(tracked, before, strict=True):
         try:
@@ -228,8 +248,10 @@ class StudentUnsendable(Exception):
     """The student's function returned something that cannot cross as plain data."""
 
 
+# Built-in exceptions a check may catch by type; not those that change how Python runs the check's own loops.
 BUILTIN_ERRORS = {name: cls for name, cls in vars(builtins).items()
-                  if isinstance(cls, type) and issubclass(cls, Exception)}
+                  if isinstance(cls, type) and issubclass(cls, Exception)
+                  and not issubclass(cls, StopIteration | StopAsyncIteration | GeneratorExit)}
 
 
 def raised_here(name: str, function: str, exercise="?"):
@@ -258,10 +280,12 @@ class Link:
         self.count = 0
         self.exercise = "?"
 
-    def call(self, name: str, args: tuple, kwargs: dict):
+    def call(self, name: str, args: tuple, kwargs: dict, handle: int | None = None):
         from mllm_utils import checks
 
-        with torch._C.DisableTorchFunction():  # the judge's own work here is not the student's torch calls
+        # The judge's own work here (copying, rebuilding a returned model) is not the student's: no watch
+        # of the judge's sees it; what the student's process observed is added to them instead.
+        with checks._paused(), torch._C.DisableTorchFunction():
             tracked = codec.stateful(args, kwargs)
             specs, local = [], []
             for watch in checks.WATCHING:
@@ -270,24 +294,93 @@ class Link:
                     specs.append(spec)
                     local.append(watch)
             self.count += 1
-            self.channel.send({"op": "call", "name": name, "watch": specs, "id": self.count},
-                              [codec.pack_call(args, kwargs)])
+            request = {"op": "call", "name": name, "watch": specs, "id": self.count}
+            if handle is not None:
+                request["handle"] = handle
+            self.channel.send(request, [codec.pack_call(args, kwargs)])
             header, blobs = self.channel.recv()
             if header.get("stopped"):
                 raise StudentStopped(str(header["stopped"])[:300])
-            for watch, seen in zip(local, header.get("observed") or [], strict=False):
-                values = codec.decode(seen, blobs)
-                if isinstance(values, list) and isinstance(getattr(watch, "calls", None), list):
-                    watch.calls.extend(values)
-            for path, state in header.get("state") or []:
-                obj = dict((tuple(p), o) for p, o in tracked).get(tuple(path))
-                if obj is not None:
-                    codec.apply_state(obj, codec.decode(state, blobs))
+            self._take_observations(name, local, header.get("observed"), blobs)
+            self._take_state(name, tracked, header.get("state") or [], blobs)
             if "raised" in header:
+                off = [n for spec in specs if spec["kind"] == "switched_off" for n in spec["names"]]
+                if header["raised"] == "CheckFailed" and off:  # what the check switched off was called
+                    raise self._switched_off_used(name, off)
                 raise raised_here(str(header["raised"]), name, self.exercise)
             if "unsendable" in header:
                 raise StudentUnsendable(name)
             return self._rebuild(codec.decode(header.get("result"), blobs))
+
+    @staticmethod
+    def _take_observations(function: str, local: list, seen, blobs) -> None:
+        """What the student's process saw of its own calls, added to the judge's watches; fails closed: a
+        missing or malformed observation is a failed check, never "no calls"."""
+        from mllm_utils.checks import CheckFailed, torch_calls
+
+        if not local:
+            return
+        if not isinstance(seen, list) or len(seen) != len(local):
+            error = CheckFailed(f"the calls {function} made could not be observed")
+            error.parts = {"name": f"how {function} works", "problem": "the calls it made could not be observed",
+                           "expected": "an observation of the calls it made", "hint": ""}
+            raise error
+        for watch, data in zip(local, seen, strict=True):
+            value = codec.decode(data, blobs)
+            if not isinstance(value, dict):
+                raise codec.DecodeError("an observation that is not a dict")
+            if isinstance(watch, torch_calls):
+                counts = value.get("counts")
+                if not isinstance(counts, list) or not all(isinstance(c, list) and len(c) == 2 and
+                                                           isinstance(c[0], str) and type(c[1]) is int
+                                                           and 0 < c[1] <= codec.MAX_ITEMS for c in counts):
+                    raise codec.DecodeError("torch calls that are not (name, count) pairs")
+                if sum(c[1] for c in counts) > codec.MAX_ITEMS:
+                    raise codec.DecodeError("too many torch calls")
+                for call, count in counts:
+                    watch.calls.extend([call] * count)
+            elif isinstance(getattr(watch, "calls", None), list):
+                calls = value.get("calls")
+                if not isinstance(calls, list):
+                    raise codec.DecodeError("calls that are not a list")
+                watch.calls.extend(calls)
+
+    @staticmethod
+    def _take_state(function: str, tracked: list, states: list, blobs) -> None:
+        """The arguments' state after the call: copied back into what the check declared with ``may_change`` and
+        into generators (drawing from one is what a sampler does); a change to any other argument fails the
+        check (an exercise's inputs are left as they are)."""
+        from mllm_utils.checks import WATCHING, CheckFailed, may_change
+
+        declared = {id(o) for w in WATCHING if isinstance(w, may_change) for o in w.objects}
+        objects = {tuple(p): o for p, o in tracked}
+        changed = []
+        for entry in states:
+            if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], list)):
+                raise codec.DecodeError("an argument's state without its path")
+            path, state = entry
+            obj = objects.get(tuple(path))
+            if obj is None:
+                continue
+            if id(obj) in declared or isinstance(obj, torch.Generator):  # a generator is there to be drawn from
+                codec.apply_state(obj, codec.decode(state, blobs))
+            else:
+                changed.append(describe_path(path))
+        if changed:
+            error = CheckFailed(f"{function} changed its argument {changed[0]}")
+            error.parts = {"name": f"{function}'s arguments unchanged", "problem": f"{function} changed "
+                           f"{', '.join(changed[:3])}", "expected": "its inputs as they were given",
+                           "hint": "work on new tensors (x = x * 2, not x *= 2); never write into an argument"}
+            raise error
+
+    @staticmethod
+    def _switched_off_used(function: str, names: list[str]):
+        from mllm_utils.checks import CheckFailed
+
+        error = CheckFailed(f"{function} called one of {', '.join(names)}, switched off for this check")
+        error.parts = {"name": f"without {', '.join(names)}", "problem": f"{function} called what the exercise "
+                       "asks you to do without", "expected": f"no call of {', '.join(names)}", "hint": ""}
+        return error
 
     def _spec(self, watch, tracked):
         from mllm_utils import checks
@@ -306,9 +399,18 @@ class Link:
                             return {"kind": "module_calls", "path": path, "sub": sub}
         return None
 
+    def _remote_forward(self, name: str, handle: int):
+        def forward(*args, **kwargs):
+            return self.call(name, args, kwargs, handle=handle)
+
+        return forward
+
     def _rebuild(self, value):
         if isinstance(value, codec.ModuleData):
-            return codec.rebuild_module(value, self.classes)
+            module = codec.rebuild_module(value, self.classes)
+            if value.handle is not None:  # its parameters are here; its forward is the student's, run there
+                module.forward = self._remote_forward(f"{value.name}.forward", value.handle)
+            return module
         if type(value) is list:
             return [self._rebuild(v) for v in value]
         if type(value) is tuple:
@@ -340,6 +442,13 @@ class Remote:
         return f"<{self.__name__}, the student's>"
 
 
+def describe_path(path: list) -> str:
+    """``["a", 1, "n", "weight"]`` as "argument 2 (its weight)"."""
+    where = f"argument {path[1] + 1}" if path[0] == "a" else f"argument {path[1]}"
+    inner = [str(key) for key in path[3::2]]
+    return where + (f" (its {'.'.join(inner)})" if inner else "")
+
+
 def verdict(result: dict, part: str, missing: set) -> dict:
     """What a failed check part says, from the judge's own objects only."""
     from mllm_utils.checks import CheckFailed, NotDone
@@ -354,6 +463,8 @@ def verdict(result: dict, part: str, missing: set) -> dict:
         return {"part": part, "kind": "raised", **student}
     if isinstance(error, StudentStopped):
         return {"part": part, "kind": "stopped", "why": str(error)}
+    if isinstance(error, JudgeTimeout):
+        return {"part": part, "kind": "stopped", "why": "the check ran past its time"}
     if isinstance(error, StudentUnsendable):
         return {"part": part, "kind": "unsendable", "function": str(error)}
     if isinstance(error, CheckFailed) and isinstance(getattr(error, "parts", None), dict):
@@ -364,6 +475,14 @@ def verdict(result: dict, part: str, missing: set) -> dict:
     if isinstance(error, codec.DecodeError):
         return {"part": part, "kind": "unusable", "type": "DecodeError", "message": str(error)[:300]}
     return {"part": part, "kind": "unusable", "type": type(error).__name__, "message": str(error)[:300]}
+
+
+class JudgeTimeout(Exception):
+    """The check (the judge's own work, rebuilding what came back included) ran past its time."""
+
+
+def _judge_timeout(signum, frame):
+    raise JudgeTimeout("the check ran past its time")
 
 
 def judge_check(shell, link: Link, header: dict, blobs: list[bytes]) -> dict:
@@ -384,10 +503,17 @@ def judge_check(shell, link: Link, header: dict, blobs: list[bytes]) -> dict:
             else:
                 namespace[name] = Remote(name, link, saved[name] if kind == "class" else None)
         verdicts = []
+        seconds = header.get("seconds")
         for part, code in (("visible", header.get("visible", "")), ("hidden", header.get("hidden", ""))):
             if not code.strip():
                 continue
-            result = run_cell(shell, code)
+            if type(seconds) is int and seconds > 0:  # a bound on the judge's own time, whatever came back
+                signal.signal(signal.SIGALRM, _judge_timeout)
+                signal.alarm(2 * seconds + 30)
+            try:
+                result = run_cell(shell, code)
+            finally:
+                signal.alarm(0)
             if not result["ok"]:
                 verdicts.append(verdict(result, part, {n for n, k in kinds.items() if k == "missing"}))
                 break

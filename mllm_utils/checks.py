@@ -26,6 +26,9 @@ process and these are observed there):
     with module_calls(layer) as calls: ...           # one entry per call of the module: its input's shape
     with function_calls("rnn_forward") as calls: ... # one entry per call of a function of the notebook
     with switched_off("nn.MultiheadAttention"): ...  # calling it raises: "build no layer"
+    with may_change(model, optimizer): ...           # arguments the function is meant to change (a training
+                                                     # step, a generator's draws); any other must stay as it is
+    check_not_called("no fused shortcut", names, ("cross_entropy", "log_softmax"))  # after torch_calls
     weights_of(layer)                                # its parameters and sizes, in a namespace that cannot
                                                      # be called like the layer: "don't run the layer"
 
@@ -45,8 +48,8 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["CheckFailed", "NotDone", "check_close", "check_equal", "check_shape", "check_true", "function_calls",
-           "module_calls", "switched_off", "torch_calls", "weights_of"]
+__all__ = ["CheckFailed", "NotDone", "check_close", "check_equal", "check_not_called", "check_shape", "check_true",
+           "function_calls", "may_change", "module_calls", "switched_off", "torch_calls", "weights_of"]
 
 
 class CheckFailed(AssertionError):
@@ -276,6 +279,19 @@ class NotDone(NotImplementedError):
 WATCHING: list = []
 
 
+@contextmanager
+def _paused():
+    """Every open watch paused (for the grader's own work during a call, which is not the learner's)."""
+    open_now = list(WATCHING)
+    for watch in reversed(open_now):
+        watch._stop()
+    try:
+        yield open_now
+    finally:
+        for watch in open_now:
+            watch._start()
+
+
 class _Watch:
     """A context manager that is listed in WATCHING while it is open."""
 
@@ -457,13 +473,54 @@ class switched_off(_Replace):
         return off
 
 
+class may_change(_Watch):
+    """The arguments a learner's function is meant to change while the block runs (a training step changes its
+    model and optimizer, a sampler advances its generator)::
+
+        with may_change(model, optimizer):
+            loss = cbow_step(model, optimizer, X, Y)
+
+    In a notebook it changes nothing. When a teacher grades, the learner's function runs in another process:
+    what it does to these arguments (and to any ``torch.Generator`` it is given) is copied back; a change to
+    any other argument fails the check ("changed its argument ..."), since an exercise's inputs must be left
+    as they are.
+    """
+
+    def __init__(self, *objects):
+        if not objects:
+            raise TypeError("may_change: name the arguments the function may change, e.g. may_change(model)")
+        self.objects = objects
+        self.calls = None
+
+
+def check_not_called(name: str, calls, forbidden, hint: str | None = None) -> None:
+    """Check that none of the ``forbidden`` names (torch functions, as ``torch_calls`` records them) was called::
+
+        with torch_calls() as names:
+            stable_cross_entropy(logits, y)
+        check_not_called("no fused shortcut", names, ("cross_entropy", "log_softmax", "logsumexp"))
+
+    A recorded name matches when it contains a forbidden one. When a teacher grades, the learner's code is also
+    read for these names (an alias taken beforehand would not show up here).
+    """
+    if isinstance(forbidden, str) or not all(isinstance(f, str) and f for f in forbidden):
+        raise TypeError(f"check_not_called: forbidden must be a tuple of names, got {forbidden!r}")
+    if not isinstance(calls, list | tuple):
+        raise TypeError(f"check_not_called: calls must be the list torch_calls() recorded, got {type(calls).__name__}")
+    used = sorted({str(c) for c in calls if any(f in str(c) for f in forbidden)})
+    if used:
+        _fail(name, "calls what the exercise asks you to do without", f"none of {', '.join(forbidden)}",
+              ", ".join(used), hint)
+    print(f"{name}: ok (none of {', '.join(forbidden)})")
+
+
 # Attributes of a layer that say its sizes and settings (nn.RNN's hidden_size, nn.MultiheadAttention's num_heads).
 _SETTING_TYPES = (bool, int, float, str, type(None))
 
 
 def weights_of(module) -> types.SimpleNamespace:
-    """``module``'s parameters, buffers and settings (sizes, flags) in a plain namespace, its submodules as
-    namespaces too: everything a hand-written forward pass reads, and nothing that runs the layer::
+    """Copies of ``module``'s parameters and buffers, and its settings (sizes, flags), in a plain namespace, its
+    submodules as namespaces too: everything a hand-written forward pass reads, and nothing that runs the layer::
 
         relu_rnn_forward(x, weights_of(rnn))   # rnn.weight_ih_l0, rnn.hidden_size ...; rnn(x) raises TypeError
     """
@@ -474,7 +531,9 @@ def weights_of(module) -> types.SimpleNamespace:
         if not key.startswith("_") and key != "training" and (isinstance(value, _SETTING_TYPES)
                                         or (type(value) is tuple and all(isinstance(v, int) for v in value))):
             fields[key] = value
-    fields.update(module.named_parameters(recurse=False))
-    fields.update(module.named_buffers(recurse=False))
+    # Copies: what a function does to them never reaches the layer itself.
+    fields.update((name, p.detach().clone().requires_grad_(p.requires_grad))
+                  for name, p in module.named_parameters(recurse=False))
+    fields.update((name, b.detach().clone()) for name, b in module.named_buffers(recurse=False))
     fields.update((name, weights_of(child)) for name, child in module.named_children())
     return types.SimpleNamespace(**fields)

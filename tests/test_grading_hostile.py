@@ -39,8 +39,9 @@ SLEEPER = "mllm-hostile-sleeper"
 HOST_SOCKET = "/tmp/mllm-hostile.sock"
 HIDDEN_INPUT = "x  y\\tz"  # the hidden test's input text: never in any feedback
 
-IMPORTS = ("import torch\nimport torch.nn as nn\nfrom mllm_utils.checks import check_close, check_equal, check_true, "
-           "torch_calls, weights_of")
+IMPORTS = ("import torch\nimport torch.nn as nn\nfrom mllm_utils.checks import check_close, check_equal, "
+           "check_not_called, check_true, switched_off, torch_calls, weights_of\n\n\n"
+           "def count(module):\n    return sum(p.numel() for p in module.parameters())")
 SOLUTION_1 = "def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION"
 CHECK_1 = ("check_close('double', double(torch.tensor([1.0, 2.0])), [2.0, 4.0])\n### BEGIN HIDDEN TESTS\n"
            "check_close('double, hidden case', double(torch.tensor([3.5])), [7.0])  # hidden-line-of-exercise-1\n"
@@ -54,15 +55,36 @@ SOLUTION_3 = ("def linear_relu(x, layer):\n    ### BEGIN SOLUTION\n"
 CHECK_3 = ("torch.manual_seed(0)\nlayer = nn.Linear(3, 2)\nx = torch.randn(4, 3)\n"
            "with torch_calls() as names:\n    got = linear_relu(x, weights_of(layer))\n"
            "check_close('linear_relu', got, torch.relu(layer(x)).detach())\n"
-           "check_true('no relu', not any('relu' in n for n in names), expected='no relu call', got=names)\n"
+           "check_not_called('no relu', names, ('relu',))\n"
            "### BEGIN HIDDEN TESTS\ntorch.manual_seed(1)  # hidden-line-of-exercise-3\nlayer = nn.Linear(5, 7)\n"
            "x = torch.randn(2, 5)\ncheck_close('linear_relu, other sizes', linear_relu(x, weights_of(layer)), "
            "torch.relu(layer(x)).detach())\n### END HIDDEN TESTS")
+SOLUTION_4 = ("def linear_params(n_in, n_out):\n    ### BEGIN SOLUTION\n    return n_in * n_out + n_out\n"
+              "    ### END SOLUTION")
+CHECK_4 = ("with switched_off('torch.nn.Linear'):\n    got = linear_params(3, 2)\n"
+           "check_equal('linear_params(3, 2)', got, count(nn.Linear(3, 2)))\n### BEGIN HIDDEN TESTS\n"
+           "with switched_off('torch.nn.Linear'):\n    got = linear_params(7, 5)\n"
+           "check_equal('linear_params(7, 5)', got, count(nn.Linear(7, 5)))  # hidden-line-of-exercise-4\n"
+           "### END HIDDEN TESTS")
+SOLUTION_5 = ("class Scale(nn.Module):\n    def __init__(self, k):\n        ### BEGIN SOLUTION\n"
+              "        super().__init__()\n"
+              "        self.k = nn.Parameter(torch.tensor(float(k)))\n\n    def forward(self, x):\n"
+              "        return self.k * x\n        ### END SOLUTION")
+CHECK_5 = ("check_close('Scale(2)', Scale(2)(torch.ones(3)).detach(), [2.0, 2.0, 2.0])\n### BEGIN HIDDEN TESTS\n"
+           "check_close('Scale(-3)', Scale(-3)(torch.arange(3.0)).detach(), [0.0, -3.0, -6.0])"
+           "  # hidden-line-of-exercise-5\n### END HIDDEN TESTS")
+RIGHT_SCALE = ("class Scale(nn.Module):\n    def __init__(self, k):\n        super().__init__()\n"
+               "        self.k = nn.Parameter(torch.tensor(float(k)))\n\n    def forward(self, x):\n"
+               "        return self.k * x")
 RIGHT = {"ex1-solution": "def double(x):\n    return 2 * x",
          "ex2-solution": "def words(text):\n    return text.split()",
-         "ex3-solution": "def linear_relu(x, layer):\n    return torch.clamp(x @ layer.weight.T + layer.bias, min=0)"}
+         "ex3-solution": "def linear_relu(x, layer):\n    return torch.clamp(x @ layer.weight.T + layer.bias, min=0)",
+         "ex4-solution": "def linear_params(n_in, n_out):\n    return n_in * n_out + n_out",
+         "ex5-solution": RIGHT_SCALE}
 WRONG = {"ex1-solution": "def double(x):\n    return x", "ex2-solution": "def words(text):\n    return []",
-         "ex3-solution": "def linear_relu(x, layer):\n    return x @ layer.weight.T"}
+         "ex3-solution": "def linear_relu(x, layer):\n    return x @ layer.weight.T",
+         "ex4-solution": "def linear_params(n_in, n_out):\n    return n_in * n_out",
+         "ex5-solution": RIGHT_SCALE.replace("self.k * x", "x + self.k")}
 PATCH = "c.check_close = c.check_equal = c.check_true = lambda *a, **k: None"
 
 
@@ -100,13 +122,32 @@ ATTACKS = {
                      "    def __torch_dispatch__(self, func, types, args=(), kwargs=None):\n"
                      "        return func(*args, **(kwargs or {}))\n"
                      "Zeros().__enter__()",
-    "forge_observation": "import mllm_utils.checks as c\nclass Blind:\n    def __init__(self):\n        self.calls = []\n"
+    "forge_observation": "import mllm_utils.checks as c\nclass Blind:\n    def __init__(self):\n"
+                         "        self.calls = []\n"
                          "    def __enter__(self):\n        return self.calls\n    def __exit__(self, *a):\n"
                          "        return False\nc.torch_calls = Blind\n"
                          "def linear_relu(x, layer):\n    return torch.relu(x @ layer.weight.T + layer.bias)",
     "call_the_layer": "def linear_relu(x, layer):\n    return torch.clamp(layer.forward(x), min=0)",
+    # arguments changed in place, so that expected values computed after the call would follow them
+    "state_write_back": "def linear_relu(x, layer):\n    with torch.no_grad():\n        x.zero_()\n"
+                        "        layer.weight.zero_()\n        layer.bias.zero_()\n"
+                        "    return torch.zeros(x.shape[0], 2)",
+    "watch_clear": "from mllm_utils.checks import WATCHING\ndef linear_relu(x, layer):\n"
+                   "    out = torch.relu(x @ layer.weight.T + layer.bias)\n    for w in WATCHING:\n"
+                   "        w.calls.clear()\n    return out",
+    "watch_overflow": "def linear_relu(x, layer):\n    for _ in range(130_000):\n        torch.neg(x)\n"
+                      "    return torch.relu(x @ layer.weight.T + layer.bias)",
+    "alias_before_switch_off": "from torch.nn import Linear as Lin\n"
+                               "def linear_params(n_in, n_out):\n"
+                               "    return sum(p.numel() for p in Lin(n_in, n_out).parameters())",
+    "hidden_input_in_text": "def double(x):\n    return 2 * x if x.shape == (2,) else [f'leak {x.tolist()}']",
+    "class_forward": "class Scale(nn.Module):\n    def __init__(self, k):\n        super().__init__()\n"
+                     "        self.k = nn.Parameter(torch.tensor(float(k)))\n\n    def forward(self, x):\n"
+                     "        return x + self.k",
+    "pickle_tofile": f"import numpy as np\nnp.frombuffer(__import__('base64').b64decode('{PICKLE}'), np.uint8)"
+                     ".tofile('p.npy')\nnp.load('p.npy', allow_pickle=True)",
     # seeing what a student must not see
-    "read_solutions": "import os\nSIGNS = ('hidden-line-of-exercise', 'def words', '99_hostile')\nfound = []\n"
+    "read_solutions": "import os\nSIGNS = ('hidden-line-of-exercise', '99_hostile')\nfound = []\n"
                       "for top in ['/', os.getcwd(), os.path.expanduser('~')]:\n"
                       "    for root, dirs, files in os.walk(top):\n"
                       "        if root.startswith(('/proc', '/sys', '/usr', '/dev')):\n"
@@ -123,7 +164,8 @@ ATTACKS = {
                    "    p = os.path.expanduser(p)\n    if os.path.exists(p):\n        " + WORKED.format(what="key"),
     "hook_hidden_tests": "get_ipython().events.register('pre_run_cell', lambda info: print(info.raw_cell))",
     "history_in_error": "def words(text):\n    raise ValueError('\\u200b\\n'.join(In) + '\\x1b[31m')",
-    "inputs_in_result": "def words(text):\n    return text.split() if text == 'a b' else [text, repr(text), '\\x1b[2J']",
+    "inputs_in_result": "def words(text):\n"
+                        "    return text.split() if text == 'a b' else [text, repr(text), '\\x1b[2J']",
     # harm
     "write_files": "import os\nfor p in [os.path.expanduser('~/owned.txt'), " + repr(MARKER) + ", '/root/owned.txt']:\n"
                    "    try:\n        open(p, 'w').write('x')\n    except OSError:\n        pass\n"
@@ -154,7 +196,8 @@ ATTACKS = {
                  "    made += 1\nif made >= 300:\n    " + WORKED.format(what="300 processes"),
     "big_file": "try:\n    open('big.bin', 'wb').write(b'x' * (512 * 1024 ** 2))\n    "
                 + WORKED.format(what="512 MiB file") + "\nexcept OSError:\n    pass",
-    "fill_disk": "import os\nfor i in range(40):\n    try:\n        open(f'f{i}.bin', 'wb').write(os.urandom(60 * 2 ** 20))\n"
+    "fill_disk": "import os\nfor i in range(40):\n    try:\n"
+                 "        open(f'f{i}.bin', 'wb').write(os.urandom(60 * 2 ** 20))\n"
                  "    except OSError:\n        break\nif i == 39:\n    " + WORKED.format(what="2.4 GB on disk"),
     "flood_output": "import time\nend = time.time() + 5\nwhile time.time() < end:\n    print('x' * 10000)",
     "flood_channel": "import os, socket, struct\nfor fd in range(3, 20):\n    try:\n"
@@ -168,13 +211,18 @@ ATTACKS = {
     "hang": "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass",
 }
 BEFORE = {"always_equal": "ex2-check", "history_in_error": "ex2-check", "inputs_in_result": "ex2-check",
-          "forge_observation": "ex3-check", "call_the_layer": "ex3-check"}
+          "forge_observation": "ex3-check", "call_the_layer": "ex3-check", "state_write_back": "ex3-check",
+          "watch_clear": "ex3-check", "watch_overflow": "ex3-check", "alias_before_switch_off": "ex4-check",
+          "class_forward": "ex5-check"}
 # Attacks on the notebook file itself (its JSON), not by code.
 FILE_ATTACKS = ("skip_execution_tags", "markdown_solution", "raw_solution", "nbgrader_x", "schema_version_4",
                 "deep_json", "deep_attributes", "future_barry")
 HONEST = ["ada", "bob", "zed"]  # ada and bob start each shard; zed is graded after every attacker in its shard
 # Answers right, but by a way the exercise forbids: no points, or flagged and withheld.
-SHORTCUTS = ("forge_observation", "call_the_layer")
+SHORTCUTS = {"forge_observation": "ex3", "call_the_layer": "ex3", "watch_clear": "ex3", "watch_overflow": "ex3",
+             "alias_before_switch_off": "ex4"}
+# Right answers everywhere, but a flagged cell moved before every check: all points held, whatever the order.
+ORDER_ATTACK = "withhold_order"
 
 
 def cell(source, **nbgrader):
@@ -194,6 +242,10 @@ def lesson_notebook():
         cell(CHECK_2, grade_id="ex2-check", grade=True, locked=True, points=1),
         cell(SOLUTION_3, grade_id="ex3-solution", solution=True),
         cell(CHECK_3, grade_id="ex3-check", grade=True, locked=True, points=1),
+        cell(SOLUTION_4, grade_id="ex4-solution", solution=True),
+        cell(CHECK_4, grade_id="ex4-check", grade=True, locked=True, points=1),
+        cell(SOLUTION_5, grade_id="ex5-solution", solution=True),
+        cell(CHECK_5, grade_id="ex5-check", grade=True, locked=True, points=1),
     ])
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     nb.metadata["mllm"] = {"quick_run_seconds": 5, "quick_peak_mib": 1200}
@@ -269,7 +321,7 @@ class Watch(threading.Thread):
     def __init__(self, disk: Path):
         super().__init__(daemon=True)
         self.disk, self.stop = disk, threading.Event()
-        self.sandbox_mib, self.grader_mib, self.disk_drop_mib = 0.0, 0.0, 0.0
+        self.sandbox_mib, self.grader_mib, self.disk_drop_mib, self.judges = 0.0, 0.0, 0.0, 0
 
     @staticmethod
     def pss_mib(pid) -> float:
@@ -285,7 +337,7 @@ class Watch(threading.Thread):
     def run(self):
         start = shutil.disk_usage(self.disk).free
         while not self.stop.is_set():
-            by_uid, students, grader = {}, set(), 0
+            by_uid, students, grader, judges = {}, set(), 0, 0
             for pid in os.listdir("/proc"):
                 try:
                     status = Path(f"/proc/{pid}/status").read_text()
@@ -299,10 +351,12 @@ class Watch(threading.Thread):
                     by_uid[uid] = by_uid.get(uid, 0) + rss
                     if b"--role\x00student" in cmd:
                         students.add(uid)
+                    judges += b"--role\x00judge" in cmd
                 elif b"mllm_classroom" in cmd and b"worker" not in cmd:
                     grader = max(grader, rss)
             self.sandbox_mib = max([self.sandbox_mib, *(by_uid[u] for u in students)])
             self.grader_mib = max(self.grader_mib, grader)
+            self.judges = max(self.judges, judges)
             self.disk_drop_mib = max(self.disk_drop_mib, (start - shutil.disk_usage(self.disk).free) / 2**20)
             time.sleep(0.2)
 
@@ -323,13 +377,20 @@ def hostile(tmp_path_factory):
         (subs / name).mkdir(parents=True)
         nbformat.write(submission(RIGHT), subs / name / lesson.name)
     for i, (name, attack) in enumerate(ATTACKS.items()):
-        answers = {**WRONG, "ex3-solution": RIGHT["ex3-solution"]} if name in SHORTCUTS else WRONG
+        answers = WRONG
+        if name in SHORTCUTS:
+            answers = {**WRONG, f"{SHORTCUTS[name]}-solution": RIGHT[f"{SHORTCUTS[name]}-solution"]}
         (subs / f"h{i:02d}_{name}").mkdir(parents=True)
         nbformat.write(submission(answers, attack, before=BEFORE.get(name, "ex1-check")),
                        subs / f"h{i:02d}_{name}" / lesson.name)
     for name in FILE_ATTACKS:
         (subs / f"j_{name}").mkdir(parents=True)
         (subs / f"j_{name}" / lesson.name).write_text(file_attack(name), encoding="utf-8")
+    order = submission(RIGHT)  # exercise 1 moved to the end, a flagged cell just before it
+    first = [c for c in order.cells if c.metadata.get("nbgrader", {}).get("grade_id", "").startswith("ex1-")]
+    order.cells = [c for c in order.cells if c not in first] + [cell("import os")] + first
+    (subs / ORDER_ATTACK).mkdir()
+    nbformat.write(order, subs / ORDER_ATTACK / lesson.name)
     formula = subs / "=HYPERLINK(\"http-evil\",\"x\")"  # a student's id that a spreadsheet would run
     formula.mkdir()
     nbformat.write(submission(RIGHT), formula / lesson.name)
@@ -348,7 +409,7 @@ def hostile(tmp_path_factory):
     out = base / "grades"
     env = {**os.environ, "HOME": str(home), "MLLM_TEST_TOKEN": SECRET_TOKEN}
     command = [sys.executable, "-m", "mllm_classroom", "--notebooks", str(lessons), "grade", str(subs),
-               "--out", str(out), "--timeout", "15"]
+               "--out", str(out), "--timeout", "30"]
     watch = Watch(Path(tempfile_dir()))
     watch.start()
     started = time.monotonic()
@@ -387,13 +448,13 @@ def row_of(hostile, name):
 
 def test_the_class_is_graded(hostile):
     assert hostile["done"].returncode == 0, hostile["done"].stderr
-    assert len(hostile["rows"]) == len(HONEST) + len(ATTACKS) + len(FILE_ATTACKS) + 1
+    assert len(hostile["rows"]) == len(HONEST) + len(ATTACKS) + len(FILE_ATTACKS) + 2
 
 
 def test_honest_students_get_full_points_whatever_their_classmates_did(hostile):
     for name in HONEST:
         row = hostile["rows"][name]
-        assert (row["score"], row["status"], row["review"], row["sandbox"]) == ("3", "graded", "", "bubblewrap"), row
+        assert (row["score"], row["status"], row["review"], row["sandbox"]) == ("5", "graded", "", "bubblewrap"), row
 
 
 @pytest.mark.parametrize("name", list(ATTACKS) + list(FILE_ATTACKS))
@@ -407,8 +468,26 @@ def test_no_attack_gains_points(hostile, name):
 def test_shortcuts_are_caught_or_flagged(hostile):
     call = row_of(hostile, "call_the_layer")
     assert call["ex3"] == "0" and "linear_relu raised AttributeError" in call["notes"], call
-    forged = row_of(hostile, "forge_observation")  # its values are right: review holds its points
-    assert forged["review"] and forged["withheld"] == "1", forged
+    for name, exercise in SHORTCUTS.items():  # right values by a forbidden way: caught (0) or held by review
+        row = row_of(hostile, name)
+        assert row[exercise] == "0" and (row["review"] or name == "call_the_layer"), row
+    for name in ("forge_observation", "watch_clear", "alias_before_switch_off"):
+        assert row_of(hostile, name)["withheld"] == "1", name
+
+
+def test_an_argument_changed_in_place_fails_and_changes_nothing_of_the_judges(hostile):
+    row = row_of(hostile, "state_write_back")
+    assert row["ex3"] == "0" and "changed argument" in row["notes"].replace("changed its argument", "changed argument")
+
+
+def test_a_class_exercise_runs_the_students_own_forward(hostile):
+    assert row_of(hostile, "class_forward")["ex5"] == "0"
+    assert hostile["rows"]["ada"]["ex5"] == "1"
+
+
+def test_points_are_held_by_what_ran_before_each_check_not_by_cell_order(hostile):
+    row = hostile["rows"][ORDER_ATTACK]
+    assert (row["score"], row["withheld"]) == ("0", "5"), row
 
 
 def test_what_review_cannot_trust_is_flagged(hostile):
@@ -440,6 +519,7 @@ def test_no_feedback_or_report_shows_a_secret_or_an_escape(hostile):
         assert "\x1b" not in text and "\u200b" not in text, path
         if path.suffix == ".html":
             assert "y\\tz" not in text and "x  y" not in text, path  # a hidden test's input
+            assert "3.5" not in text and "leak" not in text, path
 
 
 def test_csv_cells_are_never_formulas(hostile):
@@ -463,6 +543,7 @@ def test_limits_hold_per_sandbox_and_the_grader_stays_small(hostile):
     if os.geteuid() == 0 and sandbox.limit_mode() in ("cgroup1", "cgroup2"):
         assert watch.sandbox_mib <= limit * 1.1, f"a sandbox held {watch.sandbox_mib:.0f} MiB (limit {limit})"
     assert watch.grader_mib < 1500, f"the grader's own process grew to {watch.grader_mib:.0f} MiB"
+    assert watch.judges <= 4, f"{watch.judges} judges at once: a forked judge outlived its submission"
     assert watch.disk_drop_mib < 300, f"the host's disk lost {watch.disk_drop_mib:.0f} MiB while grading"
     for name in ("memory_in_processes", "fill_disk", "fork_bomb", "flood_channel", "widget_comms", "symlinks"):
         assert row_of(hostile, name)["score"] == "0"
@@ -470,9 +551,9 @@ def test_limits_hold_per_sandbox_and_the_grader_stays_small(hostile):
 
 def test_a_process_that_kills_or_hangs_costs_only_its_own_submission(hostile):
     hang = row_of(hostile, "hang")
-    assert "ran past 15 s and did not stop when interrupted" in hang["notes"], hang
+    assert "ran past 30 s and did not stop when interrupted" in hang["notes"], hang
     assert row_of(hostile, "kill_everything")["score"] == "0"
-    assert hostile["rows"]["zed"]["score"] == "3"
+    assert hostile["rows"]["zed"]["score"] == "5"
 
 
 def test_sandbox_users_are_not_real_users():
@@ -506,6 +587,6 @@ def test_no_sandbox_is_said_in_every_row(tmp_path):
         nbformat.write(submission(RIGHT), tmp_path / "class" / name / "99_hostile.ipynb")
     results = grading.grade(tmp_path / "class", [lessons / "99_hostile.ipynb"], tmp_path / "grades",
                             use_sandbox=False)
-    assert [(r.points, r.sandbox) for r in results] == [({"ex1": 1.0, "ex2": 1.0, "ex3": 1.0},
+    assert [(r.points, r.sandbox) for r in results] == [({f"ex{k}": 1.0 for k in range(1, 6)},
                                                          "off (--no-sandbox)")] * 2
     assert [r["sandbox"] for r in grading_rows(tmp_path / "grades")] == ["off (--no-sandbox)"] * 2

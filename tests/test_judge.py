@@ -120,16 +120,26 @@ def test_a_module_comes_back_as_the_judges_own_class_with_the_students_weights()
     student = Tiny(3, 2)
     blobs = []
     data = codec.decode(json.loads(json.dumps(codec.encode(student, blobs, lambda m: ((3, 2), {})))), blobs)
+    with pytest.raises(codec.DecodeError, match="not a model class of this notebook"):
+        codec.rebuild_module(data, {"Tiny": Tiny})  # only a class the notebook itself defines (in __main__)
+    data.where = "__main__"
     rebuilt = codec.rebuild_module(data, {"Tiny": Tiny})
     assert type(rebuilt) is Tiny and torch.equal(rebuilt.layer.weight, student.layer.weight)
     data.init = [[30, 2], {}]  # sizes that do not fit the weights
     with pytest.raises(codec.DecodeError, match="do not fit"):
         codec.rebuild_module(data, {"Tiny": Tiny})
     data.init = [[3, 2], {}]
-    with pytest.raises(codec.DecodeError, match="not a model of this notebook"):
+    with pytest.raises(codec.DecodeError, match="not a model class of this notebook"):
         codec.rebuild_module(data, {})
-    data.init = [[10**9, 10**9], {}]  # built on the meta device first: nothing is allocated
-    with pytest.raises(codec.DecodeError):
+    data.init = [[10**9, 10**9], {}]  # sizes past any lesson's are refused before anything is built
+    with pytest.raises(codec.DecodeError, match="at most"):
+        codec.rebuild_module(data, {"Tiny": Tiny})
+    data.init = [[3, 2], {"device": "cuda"}]
+    with pytest.raises(codec.DecodeError, match="plain"):
+        codec.rebuild_module(data, {"Tiny": Tiny})
+    data.init = [[3, 2], {}]
+    data.name, data.where = "RNN", "torch.nn.modules.rnn"  # torch's own classes are not rebuilt by name
+    with pytest.raises(codec.DecodeError, match="not a model class"):
         codec.rebuild_module(data, {"Tiny": Tiny})
 
 
@@ -216,7 +226,7 @@ def test_a_worker_runs_calls_and_answers_in_plain_data():
         assert codec.decode(header["result"], blobs)["twice"].tolist() == [2.0]
         [(path, state)] = header["state"]
         assert path == ["a", 1] and codec.decode(state, blobs)["value"].tolist() == [1.0, 1.0]
-        assert "add_" in codec.decode(header["observed"][0], blobs)
+        assert ["add_", 1] in codec.decode(header["observed"][0], blobs)["counts"]
         channel.send({"op": "call", "name": "boom", "watch": [], "id": 2}, [codec.pack_call((1,), {})])
         header, _ = channel.recv(timeout=30)
         assert header["raised"] == "KeyError"

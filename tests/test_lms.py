@@ -11,7 +11,6 @@ sandbox, on a lesson of one exercise.
 
 import csv
 import hashlib
-import importlib.util
 import io
 import os
 import re
@@ -311,8 +310,37 @@ def test_a_canvas_name_that_reads_as_another_students_is_decided_by_the_roster_o
     crafted = lms.Upload("x_999_123_456_99_answer_999_7_99_answer.ipynb")
     lms.parse_canvas(crafted)
     download = lms.Download(Path("."), "canvas", [crafted])
-    download.choose(STEMS, STEMS, roster=["123", "124"])
+    download.choose(STEMS, STEMS, roster={"123": "", "124": ""})
     assert (crafted.student, crafted.what) == ("123", "graded")
+
+
+def test_with_the_roster_a_canvas_name_is_read_by_the_students_own_name():
+    """Mallory, named x_999 in Canvas (id 1), uploads a file whose zip name also reads as Ada's (id 999), with a
+    larger resubmission number than Ada's own upload: the roster's names keep each file with its owner."""
+    stems = ["98_answer"]
+    mallory = lms.Upload("x_999_1_98_answer-99.ipynb")  # reads as (x, 999, 1, answer-99) and (x_999, 1, 98, ...)
+    ada = lms.Upload("lovelaceada_999_7_98_answer.ipynb")
+    for up in (mallory, ada):
+        lms.parse_canvas(up)
+    download = lms.Download(Path("."), "canvas", [mallory, ada])
+    download.choose(stems, stems, roster={"999": "Lovelace, Ada", "1": "x_999"})
+    assert (ada.student, ada.what) == ("999", "graded")
+    assert mallory.student == "1" and mallory.what != "graded"  # hers, and no notebook of the course
+    assert lms.canvas_zip_name("O'Brien_12_, Tess") == "obrien12tess"
+
+
+def test_a_file_name_too_long_for_a_folder_is_shortened_not_fatal(tmp_path):
+    drive = tmp_path / "drive"
+    drive.mkdir()
+    long = "A" * 230
+    (drive / f"{long} - 99_answer.ipynb").write_text(submission(42))
+    (drive / "Ada - 99_answer.ipynb").write_text(submission(42))
+    download = lms.read_download(drive)
+    download.choose(STEMS, STEMS)
+    folder = download.lay_out(tmp_path / "laid")
+    names = sorted(p.name for p in folder.iterdir())
+    assert len(names) == 2 and all(len(n.encode()) <= lms.MAX_NAME_BYTES for n in names)
+    assert lms.safe_name(long) != lms.safe_name(long + "B")  # cut names stay apart
 
 
 def test_in_a_plain_folder_two_files_claiming_one_student_are_held_for_review(tmp_path):

@@ -133,6 +133,8 @@ def test_the_course_s_own_answers_give_no_finding(stem):
     lesson_nb = nbformat.read(fixtures.LESSONS / f"{stem}.ipynb", as_version=4)
     for kind in ("blank", "right", "wrong"):
         findings = findings_of(fixtures.submission(stem, kind), lesson_nb)
+        if kind == "wrong":  # a plausible mistake may be the shortcut an exercise forbids: that one is named
+            findings = [f for f in findings if "asks you to do without" not in f.what]
         assert findings == [], (kind, [str(f) for f in findings])
 
 

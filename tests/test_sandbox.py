@@ -29,7 +29,8 @@ def test_the_course_package_imports_and_nothing_else_of_the_clone_is_there():
     code = (f"import mllm_utils, os\nseen = sorted(os.listdir({clone!r}))\n"
             f"assert 'mllm_utils' in seen and 'notebooks' not in seen and 'student' not in seen, seen\n"
             f"assert os.environ['HOME'] == {sandbox.HOME!r} and os.getcwd() == {sandbox.WORK!r}\n"
-            "assert not any(os.path.exists(p) for p in ('/root/.ssh', '/root/.gitconfig', '/etc/passwd', '/work/shared'))")
+            "assert not any(os.path.exists(p) for p in ('/root/.ssh', '/root/.gitconfig', '/etc/passwd',\n"
+            "                                           '/work/shared'))")
     assert run(code) == {"ok": True}
 
 
@@ -59,3 +60,16 @@ def test_limits_are_per_sandbox_where_a_cgroup_can_be_had():
                 "    except OSError:\n        break\n    if pid == 0:\n        time.sleep(5)\n        os._exit(0)\n"
                 "    pids.append(pid)\nassert len(pids) < 64, len(pids)")
         assert run(code) == {"ok": True}
+
+
+def test_no_new_namespaces_or_tracing_inside():
+    """A nested user namespace would give back every capability inside it: the seccomp filter refuses it,
+    with ptrace, mounts, keyrings and BPF, while threads, fork and subprocesses still work."""
+    if sandbox.seccomp_filter() is None:
+        pytest.skip("libseccomp is not installed here")
+    code = ("import ctypes, os, subprocess, threading\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "assert libc.unshare(0x10000000) == -1 and ctypes.get_errno() == 1\n"
+            "assert libc.ptrace(16, 1, 0, 0) == -1\n"  # PTRACE_ATTACH
+            "t = threading.Thread(target=print)\nt.start()\nt.join()\n"
+            "assert subprocess.run(['true']).returncode == 0")
+    assert run(code) == {"ok": True}

@@ -149,8 +149,10 @@ def build(env: Env) -> Path:
 def count(junit: Path) -> tuple[int, int, int]:
     """(notebooks, cells compared, cells differing or failing) from nbval's JUnit report: the lessons and the
     learner's versions."""
-    cases = [c for c in ET.parse(junit).iter("testcase") if c.get("classname", "").startswith(("notebooks.", "student."))
-             or c.get("file", "").startswith(("notebooks/", "student/"))]
+    folders = ("notebooks", "student")
+    cases = [c for c in ET.parse(junit).iter("testcase")
+             if c.get("classname", "").startswith(tuple(f + "." for f in folders))
+             or c.get("file", "").startswith(tuple(f + "/" for f in folders))]
     nbs = {c.get("file") or c.get("classname") for c in cases}
     bad = [c for c in cases if c.find("failure") is not None or c.find("error") is not None]
     skipped = [c for c in cases if c.find("skipped") is not None]
