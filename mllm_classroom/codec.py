@@ -356,6 +356,9 @@ def encode(value, blobs: list, module_init=None, depth=0, budget=None, handles=N
     if kind in (torch.Tensor, torch.nn.Parameter):
         if value.dtype not in DTYPE_NAMES:
             raise EncodeError(f"a tensor of dtype {value.dtype}, which the grader does not take")
+        if value.device.type == "meta":  # sizes and a dtype, no values: a check may ask where a tensor was made
+            return {"$": "tensor", "meta": True, "dtype": DTYPE_NAMES[value.dtype], "shape": list(value.shape),
+                    "grad": bool(value.requires_grad)}
         budget.count(items=value.numel())
         blobs.append(_tensor_bytes(value))
         return {"$": "tensor", "b": len(blobs) - 1, "dtype": DTYPE_NAMES[value.dtype], "shape": list(value.shape),
@@ -453,6 +456,13 @@ def decode(data, blobs: list[bytes], depth=0, budget=None):
             dtype = DTYPES.get(data["dtype"])
             if dtype is None:
                 raise DecodeError("a tensor of an unknown dtype")
+            if data.get("meta") is True:
+                shape = data.get("shape")
+                if not isinstance(shape, list) or len(shape) > 16 or not all(type(n) is int and 0 <= n for n in shape) \
+                        or math.prod(shape) > MAX_ITEMS:
+                    raise DecodeError("a shape that is not a list of sizes")
+                return torch.empty(shape, dtype=dtype, device="meta").requires_grad_(
+                    data.get("grad") is True and dtype.is_floating_point)
             blob = _blob(blobs, data["b"])
             item = torch.empty(0, dtype=dtype).element_size()
             shape = _shape(data, len(blob), item)

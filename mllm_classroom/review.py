@@ -154,6 +154,19 @@ def reads(tree: ast.Module) -> set[str]:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
+def stored_into(target: ast.AST):
+    """The attributes and items an assignment writes through: ``a.b[i].c = ...`` gives ``a.b[i].c``, ``a.b[i]``
+    and ``a.b``; an index or a slice (``x[E.norm(dim=1) == 0]``) is only read, so it is not among them."""
+    if isinstance(target, ast.Tuple | ast.List):
+        for element in target.elts:
+            yield from stored_into(element)
+    elif isinstance(target, ast.Starred):
+        yield from stored_into(target.value)
+    elif isinstance(target, ast.Attribute | ast.Subscript):
+        yield target
+        yield from stored_into(target.value)
+
+
 def root_name(node) -> str | None:
     while isinstance(node, ast.Attribute | ast.Subscript | ast.Call):
         node = node.func if isinstance(node, ast.Call) else node.value
@@ -208,17 +221,30 @@ class Lesson:
 def forbidden_names(tree: ast.Module) -> set[str]:
     """What a check asks the exercise to do without: the names given to ``switched_off`` (their last part) and
     to ``check_not_called``. Review flags any use of them in the learner's code, an alias included."""
+    tuples = {}  # NAME = ("a", "b"): a tuple of names a check gives by its name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and isinstance(node.value, ast.Tuple | ast.List):
+            tuples[node.targets[0].id] = strings(node.value.elts)
     found = set()
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
         name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
         if name == "switched_off":
-            found |= {a.value.rsplit(".", 1)[-1] for a in node.args if isinstance(a, ast.Constant)
-                      and isinstance(a.value, str)}
-        elif name == "check_not_called" and len(node.args) >= 3 and isinstance(node.args[2], ast.Tuple | ast.List):
-            found |= {e.value for e in node.args[2].elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+            for arg in node.args:
+                given = strings([arg]) or (tuples.get(arg.value.id, set()) if isinstance(arg, ast.Starred)
+                                           and isinstance(arg.value, ast.Name) else set())
+                found |= {n.rsplit(".", 1)[-1] for n in given}
+        elif name == "check_not_called" and len(node.args) >= 3:
+            arg = node.args[2]
+            found |= strings(arg.elts) if isinstance(arg, ast.Tuple | ast.List) else tuples.get(
+                getattr(arg, "id", ""), set())
     return found
+
+
+def strings(nodes) -> set[str]:
+    return {n.value for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)}
 
 
 def normal(source: str) -> str:
@@ -342,7 +368,7 @@ def cell_findings(tree: ast.Module, lesson: Lesson, allowed: set[str], forbidden
         if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete):
             targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]
             for target in targets:
-                for part in ast.walk(target):
+                for part in stored_into(target):
                     if isinstance(part, ast.Attribute | ast.Subscript):
                         root = root_name(part)
                         replaced = isinstance(part, ast.Attribute) and part.attr in library_functions()

@@ -127,7 +127,7 @@ def watches(specs, args, kwargs, namespace):
             module = _follow(spec["path"], args, kwargs)
             if spec.get("sub"):
                 module = module.get_submodule(spec["sub"])
-            made.append(checks.module_calls(module))
+            made.append(checks.module_calls(module, grad=spec.get("grad") is True))
         elif kind == "function_calls":
             made.append(checks.function_calls(spec["name"], namespace=namespace))
         elif kind == "switched_off":
@@ -396,7 +396,7 @@ class Link:
                 if isinstance(obj, torch.nn.Module):
                     for sub, module in obj.named_modules():
                         if module is watch.module:
-                            return {"kind": "module_calls", "path": path, "sub": sub}
+                            return {"kind": "module_calls", "path": path, "sub": sub, "grad": watch.grad}
         return None
 
     def _remote_forward(self, name: str, handle: int):

@@ -320,7 +320,7 @@ def _parser() -> argparse.ArgumentParser:
         "most likely), top-p (sample among the smallest set whose probability reaches p).",
     )  # fmt: skip
     _checkpoint_option(p)
-    p.add_argument("--method", choices=METHODS, default="top-p")
+    p.add_argument("--method", choices=METHODS, default="top-p", help="the decoding rule (default: %(default)s)")
     p.add_argument("--prompt", default="She went away", help="text to start from")
     p.add_argument("--length", type=_count, default=500, help="characters to generate")
     p.add_argument("--temperature", type=_positive, default=0.7, help="temperature T (all sampling methods)")

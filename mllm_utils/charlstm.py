@@ -16,6 +16,7 @@ Introduced in notebook 07 (War and Peace).
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from pathlib import Path
@@ -43,10 +44,11 @@ from mllm_utils.checkpoints import (
     check_writable_path,
     load_checkpoint,
     new_checkpoint,
+    optimizer_state_of,
     save_checkpoint,
     weights_of,
 )
-from mllm_utils.runtime import progress
+from mllm_utils.runtime import SMOKE_STEPS, model_device, progress, smoke
 
 __all__ = ["CharLSTM", "load_model", "plot_history", "shipped_checkpoint_path", "train"]
 
@@ -198,7 +200,8 @@ def _resume(model, itos, checkpoint_path, config, optimizer, log):
     ignored = {k: v for k, v in config.items() if k != "epochs" and checkpoint["train_config"].get(k, v) != v}
     config = {**checkpoint["train_config"], "epochs": config["epochs"]}
     checkpoint["train_config"] = config
-    log(f"Resuming from {Path(checkpoint_path).name}: {checkpoint['epoch']} epochs done")
+    done = checkpoint["epoch"]
+    log(f"Resuming from {Path(checkpoint_path).name}: {done} epoch{'' if done == 1 else 's'} done")
     if ignored:
         log("(the run continues with the checkpoint's settings: "
             + ", ".join(f"{k} {config[k]} instead of {v}" for k, v in ignored.items()) + ")")  # fmt: skip
@@ -229,7 +232,7 @@ def train(
     val_seq_len: int = POST_SEQ_LEN,
     seed: int = 0,
     resume: bool = True,
-    device="cpu",
+    device=None,
     log=print,
 ) -> dict:
     """Train ``model`` on ``train_data``; validate and checkpoint after every epoch.
@@ -244,6 +247,11 @@ def train(
     behaviour); the run's settings then come from the checkpoint, except
     ``epochs`` (the total, counted from the start).
 
+    ``device``: where to train (``"cuda"``, ``"mps"``, ``"cpu"``); ``None`` keeps the
+    model where it is. The model stays there afterwards; the text stays on the CPU
+    and each batch moves. The checkpoint holds CPU copies (weights and Adam's state),
+    so it loads anywhere, and a run resumes on any device.
+
     Returns the checkpoint dict (with its ``"history"``). Introduced in notebook 07.
     """
     if not isinstance(model, CharLSTM):
@@ -255,7 +263,8 @@ def train(
     check_bool("carry_state", carry_state)
     check_int("val_seq_len", val_seq_len, 1)
     check_bool("resume", resume)
-    check_device("device", device)
+    if device is not None:
+        check_device("device", device)
     check_run(model, train_data, val_data, itos, batch_size=batch_size, seq_len=seq_len, lr=lr, lr_min=lr_min,
               warmup=warmup, clip=clip, seed=seed, log=log)  # fmt: skip
     config = {
@@ -263,6 +272,11 @@ def train(
         "warmup": warmup, "clip": clip, "carry_state": carry_state, "val_seq_len": val_seq_len,
         "seed": seed,
     }  # fmt: skip
+    # The model moves first: Adam's state is created, and a resumed run's state loaded, on the
+    # device of the parameters it belongs to (loaded before the move, it stayed on the CPU, and the
+    # first step of a resumed GPU run failed with "Expected all tensors to be on the same device").
+    device = model_device(model) if device is None else torch.device(device)
+    model.to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     checkpoint = new_checkpoint(model, itos, config, HISTORY_KEYS)
     if checkpoint_path is not None and resume and checkpoint_path.is_file():
@@ -271,14 +285,16 @@ def train(
     if len(val_data) < config["val_seq_len"] + 1:
         raise ValueError(f"val_data has {len(val_data)} tokens, too few for one validation window of "
                          f"val_seq_len={config['val_seq_len']} plus its target: use a smaller val_seq_len")  # fmt: skip
-    model.to(device)
     history = checkpoint["history"]
     steps_per_epoch = (len(train_data) - 1 - config["seq_len"]) // (config["batch_size"] * config["seq_len"])
     total_steps = max(1, steps_per_epoch * config["epochs"])
-    for epoch in range(checkpoint["epoch"], config["epochs"]):
+    last_epoch = config["epochs"]
+    if smoke():  # MLLM_SMOKE=1: the same code path, a few epochs of a few steps
+        last_epoch = min(last_epoch, checkpoint["epoch"] + SMOKE_STEPS)
+    for epoch in range(checkpoint["epoch"], last_epoch):
         started = time.perf_counter()
         model.train()
-        gen = torch.Generator().manual_seed(config["seed"] * 1000 + epoch)
+        gen = torch.Generator().manual_seed(config["seed"] * 1000 + epoch)  # the data's order, on the CPU
         offset = int(torch.randint(config["seq_len"], (1,), generator=gen))
         if config["carry_state"]:
             chunks = stream_batches(train_data, config["batch_size"], config["seq_len"], offset)
@@ -287,7 +303,7 @@ def train(
                              offset=offset, drop_last=True)  # fmt: skip
         total, count, state = 0.0, 0, None
         bar = progress(chunks, total=steps_per_epoch, desc=f"epoch {epoch + 1}/{config['epochs']}")
-        for X, Y in bar:
+        for X, Y in itertools.islice(bar, SMOKE_STEPS if smoke() else None):
             lr_now = lr_at(checkpoint["step"], total_steps, config["lr"], config["lr_min"], config["warmup"])
             loss, state = train_step(model, optimizer, X.to(device), Y.to(device), lr_now, config["clip"],
                                      _detach(state) if config["carry_state"] else None,
@@ -311,7 +327,7 @@ def train(
             f"{checkpoint['token_steps']:,} token-steps"
         )
         checkpoint["model"] = weights_of(model)
-        checkpoint["optimizer"] = optimizer.state_dict()
+        checkpoint["optimizer"] = optimizer_state_of(optimizer)
         if checkpoint_path is not None:
             save_checkpoint(checkpoint, checkpoint_path)
             atomic_write_text(history_path(checkpoint_path), json.dumps(history))

@@ -30,10 +30,12 @@ from mllm_utils._validate import (
     describe,
 )
 from mllm_utils.chardata import UNK, batches, stream_batches
+from mllm_utils.runtime import model_device, smoke, wide_float
 
 __all__ = ["POST_SEQ_LEN", "check_run", "evaluate", "lr_at", "train_step"]
 
 POST_SEQ_LEN = 64  # the post's window length, and the evaluation protocol of notebooks 07 and 10
+SMOKE_TOKENS = 4_096  # the characters evaluate() scores in the smoke test (MLLM_SMOKE=1)
 
 
 def lr_at(step: int, total_steps: int, lr: float, lr_min: float, warmup: int) -> float:
@@ -132,7 +134,7 @@ def evaluate(
     batch_size: int = 256,
     carry_state: bool = False,
     max_tokens: int | None = None,
-    device="cpu",
+    device=None,
 ) -> float:
     """Mean cross-entropy (nats per character) of ``model`` on ``data``.
 
@@ -142,7 +144,12 @@ def evaluate(
     overlapping windows, so the numbers compare. ``carry_state=True`` reads
     the text as ``batch_size`` long streams and carries the state, so every
     character (but the first few) sees long context. ``max_tokens`` evaluates
-    on a prefix only (for quick checks). Introduced in notebook 07.
+    on a prefix only (for quick checks).
+
+    ``device=None`` evaluates where the model lives; another device moves the
+    model there for the evaluation and back afterwards. The text may stay on
+    the CPU: each batch moves. Under ``MLLM_SMOKE=1`` only the first
+    ``SMOKE_TOKENS`` characters are scored. Introduced in notebook 07.
     """
     _check_model(model)
     check_tensor("data", data, ndim=1, integer=True, hint="a 1-D tensor of token ids, e.g. val_data from prepare()")
@@ -150,11 +157,14 @@ def evaluate(
     check_int("batch_size", batch_size, 1)
     check_bool("carry_state", carry_state)
     check_int("max_tokens", max_tokens, 1, none_ok=True, hint="the number of characters to score (None: all)")
-    check_device("device", device)
+    if device is not None:
+        check_device("device", device)
     context_len = getattr(model, "context_len", None)
     if context_len is not None and seq_len > context_len:
         raise ValueError(f"seq_len={seq_len} is longer than the model's context_len={context_len}: "
                          f"use seq_len <= {context_len}")  # fmt: skip
+    if smoke():
+        max_tokens = min(max_tokens or SMOKE_TOKENS, SMOKE_TOKENS)
     if max_tokens is not None:
         data = data[: max_tokens + 1]
     if len(data) < seq_len + 1:
@@ -163,19 +173,25 @@ def evaluate(
                          "its target: use a smaller seq_len or more text")  # fmt: skip
     if vocab_size_of(model) is not None:
         check_ids("data", data, vocab_size_of(model))
-    was_training = model.training
+    was_training, home = model.training, model_device(model)
+    device = home if device is None else torch.device(device)
     model.eval()
     model.to(device)
-    total, count, state = 0.0, 0, None
-    if carry_state:
-        batch_size = max(1, min(batch_size, (len(data) - 1) // seq_len))
-        chunks = stream_batches(data, batch_size, seq_len)
-    else:
-        chunks = batches(data, batch_size, seq_len, shuffle=False)
-    for X, Y in chunks:
-        logits, state = model(X.to(device), state if carry_state else None)
-        loss = nn.functional.cross_entropy(logits.flatten(0, 1), Y.to(device).flatten(), reduction="sum")
-        total += loss.item()
-        count += Y.numel()
-    model.train(was_training)
-    return total / count
+    try:
+        total, count, state = 0.0, 0, None
+        if carry_state:
+            batch_size = max(1, min(batch_size, (len(data) - 1) // seq_len))
+            chunks = stream_batches(data, batch_size, seq_len)
+        else:
+            chunks = batches(data, batch_size, seq_len, shuffle=False)
+        # The sum stays on the device: one copy to the host at the end, not one wait per batch.
+        total = torch.zeros((), dtype=wide_float(device), device=device)
+        for X, Y in chunks:
+            logits, state = model(X.to(device), state if carry_state else None)
+            loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), Y.to(device).flatten(), reduction="sum")
+            total += loss.to(total.dtype)
+            count += Y.numel()
+        return total.item() / count
+    finally:
+        model.to(home)
+        model.train(was_training)

@@ -54,6 +54,7 @@ __all__ = [
     "load_file",
     "load_weights",
     "new_checkpoint",
+    "optimizer_state_of",
     "remove_stale_temporaries",
     "save_checkpoint",
     "weights_of",
@@ -241,6 +242,27 @@ def save_checkpoint(checkpoint: dict, path) -> None:
 def weights_of(model: torch.nn.Module) -> dict:
     """The model's state dict as detached CPU copies (what a checkpoint stores)."""
     return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+
+
+def _on_cpu(value):
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().clone()
+    if isinstance(value, dict):
+        return type(value)((k, _on_cpu(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return type(value)(_on_cpu(v) for v in value)
+    return value
+
+
+def optimizer_state_of(optimizer: torch.optim.Optimizer) -> dict:
+    """The optimizer's state dict with every tensor copied to the CPU (what a checkpoint stores).
+
+    Adam's moments live on the parameters' device; saved as they are, a GPU
+    run's checkpoint needs a GPU (or ``map_location``) to be read at all. On
+    loading, ``optimizer.load_state_dict`` moves them to wherever the
+    parameters are, so a run resumes on any device.
+    """
+    return _on_cpu(optimizer.state_dict())
 
 
 def new_checkpoint(model, itos, train_config: dict, history_keys, architecture: str | None = None) -> dict:

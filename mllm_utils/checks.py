@@ -15,7 +15,8 @@ never asked.
 
     check_shape("logits", logits, (B, T, V))          # None in the shape matches any size
     check_close("loss", loss, 2.3026, atol=1e-3)      # numbers and arrays, up to tolerance
-    check_equal("tokens", tokens, ["the", "cat"])     # exact: lists, strings, ints, bools, integer tensors
+    check_equal("tokens", tokens, ["the", "cat"])     # exact, kinds too: a list is not a tuple, an int not a
+                                                      # float, a tensor's dtype counts
     check_true("accuracy", acc >= 0.9, expected="at least 0.9", got=acc, hint="train for all 100 epochs")
 
 What a check may watch while it runs a learner's function (each a context manager, so that the same check
@@ -24,6 +25,7 @@ process and these are observed there):
 
     with torch_calls() as names: ...                 # names of the torch functions called
     with module_calls(layer) as calls: ...           # one entry per call of the module: its input's shape
+                                                     # (with grad=True: (shape, was autograd recording?))
     with function_calls("rnn_forward") as calls: ... # one entry per call of a function of the notebook
     with switched_off("nn.MultiheadAttention"): ...  # calling it raises: "build no layer"
     with may_change(model, optimizer): ...           # arguments the function is meant to change (a training
@@ -213,36 +215,74 @@ def check_close(name: str, got, expected, atol: float = 1e-5, rtol: float = 1e-4
     print(f"{name}: matches (largest difference {'< 1e-6' if largest < 1e-6 else f'{largest:.1e}'})")
 
 
+def _kind(value) -> str:
+    """The kind of a plain value that check_equal compares: a tensor's dtype counts, a list is not a tuple."""
+    kind = type(value)
+    if kind in _TENSOR_TYPES:
+        return f"a tensor of {value.dtype}"
+    if kind is np.ndarray:
+        return f"an array of {value.dtype}"
+    if kind in (tuple, torch.Size):
+        return "a tuple"
+    if kind is bool or kind is np.bool_:
+        return "a bool"
+    if isinstance(value, numbers.Integral):
+        return "an int"
+    if isinstance(value, numbers.Real):
+        return "a float"
+    return f"a {kind.__name__}"
+
+
+def _same_kind(got, expected) -> bool:
+    # An int is also a float (2 for 2.0 is fine); a float is not an int (16640.0 is not a count).
+    return _kind(got) == _kind(expected) or (_kind(got), _kind(expected)) == ("an int", "a float")
+
+
 def _equal(got, expected) -> bool:
-    """Equality of plain values only (see the module's docstring): nothing the student defined is asked."""
-    if not (_plain(got) and _plain(expected)):
+    """Equality of plain values of the same kind (see check_equal): nothing the student defined is asked."""
+    if not (_plain(got) and _plain(expected)) or not _same_kind(got, expected):
         return False
-    if isinstance(got, torch.Tensor | np.ndarray) or isinstance(expected, torch.Tensor | np.ndarray):
-        try:
-            g, e = _to_numpy(got), _to_numpy(expected)
-        except (TypeError, ValueError):
-            return False
+    if isinstance(got, torch.Tensor | np.ndarray):
+        g, e = _to_numpy(got), _to_numpy(expected)
         return g.shape == e.shape and bool((g == e).all())
-    if type(got) in (list, tuple, torch.Size) and type(expected) in (list, tuple, torch.Size):
+    if type(got) in (list, tuple, torch.Size):
         return len(got) == len(expected) and all(_equal(g, e) for g, e in zip(got, expected, strict=True))
-    if type(got) is dict and type(expected) is dict:
+    if type(got) is dict:
         return got.keys() == expected.keys() and all(_equal(got[k], expected[k]) for k in expected)
-    if type(got) in (list, tuple, torch.Size, dict) or type(expected) in (list, tuple, torch.Size, dict):
-        return False
     result = got == expected
     return result if isinstance(result, bool) else bool(np.all(result))
 
 
+def _first_kind_difference(got, expected, where: str = "") -> str | None:
+    """Where the kinds of ``got`` and ``expected`` first differ, in words, or None."""
+    if not (_plain(got) and _plain(expected)):
+        return None
+    if not _same_kind(got, expected):
+        return f"{where or 'the result'} is {_kind(got)}, expected {_kind(expected)}"
+    if type(got) in (list, tuple, torch.Size) and len(got) == len(expected):
+        for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+            if found := _first_kind_difference(g, e, f"{where or 'the result'}[{i}]"):
+                return found
+    if type(got) is dict and got.keys() == expected.keys():
+        for key in expected:
+            if found := _first_kind_difference(got[key], expected[key], f"{where or 'the result'}[{key!r}]"):
+                return found
+    return None
+
+
 def check_equal(name: str, got, expected, hint: str | None = None) -> None:
-    """Check exact equality: lists, tuples (a list equals a tuple with the same items), strings, ints,
-    bools, dicts, and tensors or arrays (same shape, same values; the dtype is not compared).
+    """Check exact equality of values of the same kind: a list must be a list and a tuple a tuple, an int an int
+    (a float such as 16640.0 is not a count), a tensor a tensor with the same dtype, shape and values; strings,
+    bools and dicts as they are. An int is accepted where a float is expected.
 
     Use :func:`check_close` for floats computed in different ways.
     """
     if not _equal(got, expected):
         problem = "not the expected value"
         g_shape, e_shape = _shape_of(got), _shape_of(expected)
-        if g_shape is not None and e_shape is not None and g_shape != e_shape:
+        if kind := _first_kind_difference(got, expected):
+            problem = f"not the expected kind of value ({kind})"
+        elif g_shape is not None and e_shape is not None and g_shape != e_shape:
             problem = f"not the expected value (shape {g_shape}, expected {e_shape})"
         _fail(name, problem, _describe(expected), _describe(got), _missing_hint(got) or hint)
     print(f"{name}: ok")
@@ -354,17 +394,26 @@ class module_calls(_Watch):
         with module_calls(model) as calls:
             predict_batch(model, runs)
         check_equal("calls of model", len(calls), 1)
+
+    With ``grad=True`` each entry is ``(shape, recording)``, ``recording`` being whether autograd was recording
+    during the call (``False`` under ``torch.no_grad()`` or ``torch.inference_mode()``).
     """
 
-    def __init__(self, module):
+    def __init__(self, module, *, grad: bool = False):
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"module_calls: module must be a torch.nn.Module, got {type(module).__name__}")
+        if type(grad) is not bool:
+            raise TypeError(f"module_calls: grad must be True or False, got {grad!r}")
         self.module = module
+        self.grad = grad
         self.calls: list = []
 
+    def _record(self, _module, inputs, _output) -> None:
+        shape = _first_shape(inputs)
+        self.calls.append((shape, torch.is_grad_enabled()) if self.grad else shape)
+
     def _start(self):
-        self._handle = self.module.register_forward_hook(
-            lambda _module, inputs, _output: self.calls.append(_first_shape(inputs)))
+        self._handle = self.module.register_forward_hook(self._record)
 
     def _stop(self):
         self._handle.remove()

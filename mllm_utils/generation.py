@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import torch
 
 from mllm_utils import sampling
+from mllm_utils.runtime import model_device
 
 __all__ = ["generate", "generate_refeed"]
 
@@ -46,12 +47,7 @@ def _check_generation_args(length, temperature, top_k, top_p, greedy_decoding) -
         sampling._check_p(top_p)
 
 
-def _model_device(model: torch.nn.Module) -> torch.device:
-    for tensor in model.parameters():
-        return tensor.device
-    for tensor in model.buffers():
-        return tensor.device
-    return torch.device("cpu")
+_model_device = model_device  # where the prompt goes (kept under its old name)
 
 
 def _split_output(output, batch: int, steps: int):

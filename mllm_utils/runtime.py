@@ -10,6 +10,21 @@ Run size
 *full* (the posts' own settings, meant for a GPU). When the variable is unset
 the machine decides: full where a CUDA GPU is available, quick otherwise, so
 that a learner on a laptop never starts a day-long training by accident.
+
+Smoke test
+----------
+``MLLM_SMOKE=1`` (CI's ``python tools/full_size.py smoke``) runs the *full* size's
+code paths (full data, full models, full-size plots and tables) with every
+training loop capped to a few steps, so that a broken full-size branch fails
+in minutes. The package's loops cap themselves; a notebook's own loop asks
+:func:`smoke_cap` for its number of steps, and a check of what training
+achieved asks :func:`smoke` whether it may expect anything.
+
+Devices
+-------
+:func:`device` picks the fastest device; :func:`model_device` says where a
+model lives (the package's loops and evaluations run there unless told
+otherwise); :func:`synchronize` waits for a GPU before a timer is read.
 """
 
 from __future__ import annotations
@@ -23,11 +38,41 @@ import torch
 from mllm_utils._validate import check_int, check_str
 
 QUICK_ENV = "MLLM_QUICK"
+SMOKE_ENV = "MLLM_SMOKE"
+SMOKE_STEPS = 2  # what smoke_cap() allows a loop by default
+
+
+def smoke() -> bool:
+    """True under ``MLLM_SMOKE=1``: the full size's code paths with training capped (see the module notes)."""
+    value = os.environ.get(SMOKE_ENV, "").strip()
+    if value in ("", "0"):
+        return False
+    if value == "1":
+        return True
+    raise ValueError(f"{SMOKE_ENV}={value!r} is not understood: use {SMOKE_ENV}=1 for the smoke test, or unset it")
+
+
+def smoke_cap(n: int, cap: int = SMOKE_STEPS) -> int:
+    """``n``, or at most ``cap`` under ``MLLM_SMOKE=1``: the number of steps (epochs, batches) a loop runs.
+
+    A notebook writes ``for step in range(smoke_cap(STEPS)):``; at the quick and
+    the full size this is ``range(STEPS)``, in the smoke test a few steps.
+    """
+    check_int("n", n, 0, hint="the number of steps the loop runs")
+    check_int("cap", cap, 1)
+    return min(n, cap) if smoke() else n
 
 
 def run_size() -> str:
-    """Return ``"quick"`` or ``"full"`` from ``MLLM_QUICK`` or, if unset, the machine."""
+    """Return ``"quick"`` or ``"full"`` from ``MLLM_QUICK`` or, if unset, the machine.
+
+    The smoke test (``MLLM_SMOKE=1``) is always the full size.
+    """
     value = os.environ.get(QUICK_ENV, "").strip()
+    if smoke():
+        if value == "1":
+            raise ValueError(f"{SMOKE_ENV}=1 runs the full size's code paths: it cannot go with {QUICK_ENV}=1")
+        return "full"
     if value == "1":
         return "quick"
     if value == "0":
@@ -46,11 +91,23 @@ def is_quick() -> bool:
     return run_size() == "quick"
 
 
+def _gpu_name() -> str | None:
+    if not torch.cuda.is_available():
+        return None
+    try:
+        return torch.cuda.get_device_name(0)
+    except (RuntimeError, AssertionError):  # a driver that lists a GPU it cannot open
+        return "a CUDA GPU"
+
+
 def _size_reason() -> str:
     value = os.environ.get(QUICK_ENV, "").strip()
+    if smoke():
+        return f"{SMOKE_ENV}=1: a smoke test, every training loop capped at a few steps"
     if value:
         return f"{QUICK_ENV}={value}"
-    return "a GPU was found" if torch.cuda.is_available() else "no GPU was found"
+    gpu = _gpu_name()
+    return f"a GPU was found: {gpu}" if gpu else "no GPU was found"
 
 
 def seed_everything(seed: int = 0) -> None:
@@ -74,6 +131,40 @@ def device() -> torch.device:
     return torch.device("cpu")
 
 
+def model_device(model: torch.nn.Module) -> torch.device:
+    """Where ``model`` lives: the device of its first parameter (or buffer); the CPU if it has neither."""
+    for tensor in model.parameters():
+        return tensor.device
+    for tensor in model.buffers():
+        return tensor.device
+    return torch.device("cpu")
+
+
+FLOAT32_ONLY_DEVICES = {"mps"}  # device types without float64 (Apple's MPS)
+
+
+def wide_float(device) -> torch.dtype:
+    """The widest float dtype ``device`` computes in: float64, but float32 on Apple's MPS (it has no float64).
+
+    Every sum the package takes in float64 asks this first, so the same code runs on MPS.
+    """
+    return torch.float32 if torch.device(device).type in FLOAT32_ONLY_DEVICES else torch.float64
+
+
+def synchronize(device=None) -> None:
+    """Wait until ``device`` (default: every CUDA or MPS device in use) has finished its queued work.
+
+    GPU operations return before they finish: read a timer only after this, or
+    a GPU looks many times faster than it is. Does nothing on a CPU.
+    """
+    kind = torch.device(device).type if device is not None else None
+    if kind in (None, "cuda") and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize(device if kind == "cuda" else None)
+    mps = getattr(torch, "mps", None)
+    if kind in (None, "mps") and mps is not None and torch.backends.mps.is_available():
+        mps.synchronize()
+
+
 def _check_time(name: str, value: str) -> str:
     """A time estimate is one phrase: one level of parentheses at most, no full stop at the end."""
     check_str(name, value, empty_ok=False, hint="how long the notebook takes, e.g. 'about 1 minute on a CPU'")
@@ -90,27 +181,67 @@ def _check_time(name: str, value: str) -> str:
     return value
 
 
-def start(quick_time: str, full_time: str | None = None, seed: int = 0) -> str:
+def _check_phrase(name: str, value, hint: str) -> str | None:
+    if value is None:
+        return None
+    check_str(name, value, empty_ok=False, hint=hint)
+    if "\n" in value or value.rstrip().endswith("."):
+        raise ValueError(f"{name} must be one phrase on one line with no full stop at the end (start() prints it "
+                         f"inside a sentence), got {value!r}")  # fmt: skip
+    return value
+
+
+def start(
+    quick_time: str,
+    full_time: str | None = None,
+    seed: int = 0,
+    *,
+    gpu_time: str | None = None,
+    full_does: str | None = None,
+    afterwards: str | None = None,
+) -> str:
     """Seed everything, choose the run size and print what a learner should expect.
 
     Parameters
     ----------
     quick_time, full_time:
-        How long the whole notebook takes at each size, e.g. ``"under 1 minute on
-        a 2-core CPU"`` and ``"about 20 minutes on a GPU"``: one phrase each, at
-        most one level of parentheses, no full stop. ``full_time=None`` says the
-        notebook has one size only (it never reads the run size): then
-        ``quick_time`` is its time at either size, and no switch is offered.
+        How long the whole notebook takes at each size on a CPU, measured, with
+        the machine named, e.g. ``"under 1 minute on a 2-core CPU"`` and ``"about
+        20 minutes on a 2-core CPU"``: one phrase each, at most one level of
+        parentheses, no full stop. ``full_time=None`` says the notebook has one
+        size only (it never reads the run size): then ``quick_time`` is its time
+        at either size, and no switch is offered.
     seed:
         The seed for Python, NumPy and PyTorch.
+    gpu_time:
+        For a notebook whose full size runs on a GPU when there is one: its time
+        there, saying whether it was measured or estimated and on which GPU
+        (``"an estimated 10 minutes on a T4 GPU, from FLOPs"``). Printed as the
+        expected time where a GPU is found. Without it, a GPU machine is told
+        that the notebook runs on the CPU anyway, and how long that takes.
+    full_does:
+        What the full size does beyond the quick one, e.g. ``"trains the LSTM
+        from scratch for 22 epochs"`` (completes "it ...").
+    afterwards:
+        What the model the learner trains at the full size is used for after
+        its training, e.g. ``"the later sections evaluate and sample your LSTM"``.
 
-    Prints three lines: the size and why, the expected time, and either how to
-    switch to the other size (with its time) or that the notebook has one size.
-    Returns ``"quick"`` or ``"full"``.
+    Prints the size and why (the GPU's name when one decided it), the expected
+    time, what the full size does and what follows from it (at the full size),
+    and how to switch to the other size, with its time. Returns ``"quick"`` or
+    ``"full"``.
     """
     _check_time("quick_time", quick_time)
     if full_time is not None:
         _check_time("full_time", full_time)
+    if gpu_time is not None:
+        _check_time("gpu_time", gpu_time)
+        if not any(word in gpu_time for word in ("measured", "estimated")):
+            raise ValueError(f"gpu_time must say whether it was measured or estimated, got {gpu_time!r}")
+    _check_phrase("full_does", full_does, "what the full size does, e.g. 'trains the LSTM from scratch'")
+    _check_phrase("afterwards", afterwards, "what the model trained at the full size is used for afterwards")
+    if full_time is None and (gpu_time or full_does or afterwards):
+        raise ValueError("gpu_time, full_does and afterwards describe the full size: give full_time too")
     seed_everything(seed)
     size = run_size()
     print(f"Run size: {size} ({_size_reason()}), seed {seed}")
@@ -122,12 +253,24 @@ def start(quick_time: str, full_time: str | None = None, seed: int = 0) -> str:
             "runs the same settings."
         )
         return size
-    other, other_time = ("full", full_time) if size == "quick" else ("quick", quick_time)
-    print(f"Expected time: {quick_time if size == 'quick' else full_time}")
-    print(
-        f"{other.capitalize()} size: {other_time}. To run it, set {QUICK_ENV}={'0' if other == 'full' else '1'} "
-        "in the environment and restart the kernel."
-    )
+    on_gpu = torch.cuda.is_available()
+    if gpu_time is None:
+        full_here = f"{full_time}, on the CPU even where there is a GPU" if on_gpu else full_time
+        full_all = full_time
+    else:
+        full_here = gpu_time if on_gpu else f"{full_time}; with a GPU, {gpu_time}"
+        full_all = f"{full_time}; with a GPU, {gpu_time}"
+    if size == "quick":
+        print(f"Expected time: {quick_time}")
+        does = f"; it {full_does}" if full_does else ""
+        print(f"Full size: {full_all}{does}. To run it, set {QUICK_ENV}=0 in the environment and restart the kernel.")
+        return size
+    print(f"Expected time: {full_here}")
+    if full_does or afterwards:
+        parts = [f"It {full_does}" if full_does else None, afterwards]
+        text = "; ".join(p for p in parts if p)
+        print(text[0].upper() + text[1:] + ".")
+    print(f"Quick size: {quick_time}. To run it, set {QUICK_ENV}=1 in the environment and restart the kernel.")
     return size
 
 

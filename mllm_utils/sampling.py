@@ -54,6 +54,9 @@ Conventions and decisions
 * Greedy ties go to the lowest index (``torch.argmax`` documents this).
 * ``-inf`` logits are allowed (they mean "masked, never pick"); NaN and
   ``+inf`` are not, nor is a row whose logits are all ``-inf``.
+* Devices: everything runs on the logits' device; the cumulative sums of
+  top-p and of the draw are float64 there, except on Apple's MPS (no float64:
+  float32, so a border that float32 rounding moves may differ there).
 
 Introduced in notebook 06 (sampling); notebook 07 (War and Peace) and
 notebook 10 (masked attention) generate text with it.
@@ -77,6 +80,15 @@ __all__ = [
 
 
 # ---------------------------------------------------------------- validation
+
+
+FLOAT32_ONLY_DEVICES = {"mps"}  # device types without float64 (as runtime.FLOAT32_ONLY_DEVICES; no import here)
+
+
+def _wide(t: torch.Tensor) -> torch.dtype:
+    """float64 for sums, except on Apple's MPS, which has no float64 (float32 there)."""
+    return torch.float32 if t.device.type in FLOAT32_ONLY_DEVICES else torch.float64
+
 
 
 def _check_logits(logits, name: str = "logits") -> torch.Tensor:
@@ -210,8 +222,9 @@ def top_p_logits(logits: torch.Tensor, p: float) -> torch.Tensor:
 def _top_p(logits, p):
     if p >= 1.0:
         return logits.clone()  # keep everything; no cumulative sum to round wrongly
-    # Sums in float64, so rounding does not move the border for small p-values.
-    probs = torch.softmax(logits.double(), dim=-1)
+    # Sums in float64 (float32 on Apple's MPS, which has no float64), so rounding does not move the
+    # border for small p-values.
+    probs = torch.softmax(logits.to(_wide(logits)), dim=-1)
     sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
     # Exclusive cumulative sum: the mass of the tokens ranked before each one (shifted, not
     # cumsum - probs, so that a prefix summing to exactly p stops the nucleus exactly there).
@@ -328,9 +341,11 @@ def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch
 
 def _draw(probs, generator):
     flat = probs.reshape(-1, probs.shape[-1])
-    # Cumulative sums in float64, so the lookup does not depend on float32 rounding of the running sum.
-    cdf = flat.double().cumsum(dim=-1)
+    # Cumulative sums in float64 (float32 on MPS), so the lookup does not depend on float32 rounding of
+    # the running sum.
+    wide = _wide(flat)
+    cdf = flat.to(wide).cumsum(dim=-1)
     u = torch.rand(flat.shape[0], 1, generator=generator, device=flat.device)  # not multinomial: see the module notes
-    target = u.double() * cdf[:, -1:]
+    target = u.to(wide) * cdf[:, -1:]
     index = torch.searchsorted(cdf, target, right=True).clamp_(max=flat.shape[-1] - 1)
     return index.reshape(probs.shape[:-1])

@@ -13,13 +13,14 @@ Introduced in notebook 02 (word vectors).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterable
 
 import torch
 
 from mllm_utils._validate import check_bool, check_callable, check_device, check_int, describe
-from mllm_utils.runtime import progress
+from mllm_utils.runtime import SMOKE_STEPS, model_device, progress, smoke, smoke_cap
 
 
 class Batches:
@@ -74,22 +75,35 @@ def _check_loop(model, loss_fn, batches, name: str, device, forward) -> None:
     if isinstance(batches, (torch.Tensor, str)) or not hasattr(batches, "__iter__"):
         raise TypeError(f"{name} must be an iterable of (X, Y) batches (a DataLoader, Batches, a list), "
                         f"got {describe(batches)}")  # fmt: skip
-    check_device("device", device)
+    if device is not None:
+        check_device("device", device)
     check_callable("forward", forward, none_ok=True, hint="e.g. lambda model, X: model(X)[0]")
 
 
 @torch.no_grad()
-def evaluate(model, loss_fn, batches: Iterable, device="cpu", forward: Callable | None = None) -> float:
-    """Mean loss over ``batches`` (weighted by batch size), in eval mode and without gradients."""
+def evaluate(model, loss_fn, batches: Iterable, device=None, forward: Callable | None = None) -> float:
+    """Mean loss over ``batches`` (weighted by batch size), in eval mode and without gradients.
+
+    ``loss_fn`` must return the batch's *mean* loss (as ``F.cross_entropy`` does).
+    One batch at a time, so the memory is one batch's, whatever the data's size:
+    the loss of a whole corpus is ``evaluate(model, F.cross_entropy, Batches(X, Y,
+    20_000, shuffle=False))``. ``device=None`` runs where the model lives;
+    another device moves the model there for the evaluation and back afterwards.
+    """
     _check_loop(model, loss_fn, batches, "batches", device, forward)
     forward = forward or (lambda m, X: m(X))
-    was_training = model.training
+    was_training, home = model.training, model_device(model)
+    device = home if device is None else torch.device(device)
     model.eval()
-    total, count = 0.0, 0
-    for X, Y in batches:
-        total += _batch_loss(model, loss_fn, forward, X, Y, device).item() * len(X)
-        count += len(X)
-    model.train(was_training)
+    model.to(device)
+    try:
+        total, count = 0.0, 0
+        for X, Y in batches:
+            total += _batch_loss(model, loss_fn, forward, X, Y, device).item() * len(X)
+            count += len(X)
+    finally:
+        model.to(home)
+        model.train(was_training)
     if count == 0:
         raise ValueError("evaluate got no batches: is the validation set empty?")
     return total / count
@@ -103,7 +117,7 @@ def train(
     epochs: int,
     val_batches: Iterable | None = None,
     scheduler=None,
-    device="cpu",
+    device=None,
     forward: Callable | None = None,
 ) -> dict:
     """Train ``model`` for ``epochs`` passes over ``train_batches``; return the loss history.
@@ -113,6 +127,11 @@ def train(
     runs after every optimizer step. Returns ``{"train": [...], "val": [...],
     "step": [...]}``: the mean training and validation loss per epoch, and the
     loss of every step.
+
+    ``device``: where to train; the model moves there and stays (``None``: where
+    it is). Batches may stay on the CPU: each one moves to the model's device.
+    Under ``MLLM_SMOKE=1`` each epoch stops after a few batches and at most two
+    epochs run (the history then has as many entries).
     """
     check_int("epochs", epochs)
     if epochs < 1:
@@ -126,13 +145,14 @@ def train(
     if scheduler is not None and not callable(getattr(scheduler, "step", None)):
         raise TypeError(f"scheduler must have a step() method (a torch.optim.lr_scheduler), got {describe(scheduler)}")
     forward = forward or (lambda m, X: m(X))
+    device = model_device(model) if device is None else torch.device(device)
     model.to(device)
     history = {"train": [], "val": [], "step": []}
-    for epoch in range(epochs):
+    for epoch in range(smoke_cap(epochs)):
         model.train()
         total, count = 0.0, 0
         bar = progress(train_batches, desc=f"epoch {epoch + 1}/{epochs}", leave=False)
-        for X, Y in bar:
+        for X, Y in itertools.islice(bar, SMOKE_STEPS if smoke() else None):
             loss = _batch_loss(model, loss_fn, forward, X, Y, device)
             value = loss.item()  # one device-to-host copy per step, reused below
             if not math.isfinite(value):
@@ -150,7 +170,8 @@ def train(
             raise ValueError("train got no batches: is the training set empty?")
         history["train"].append(total / count)
         if val_batches is not None:
-            history["val"].append(evaluate(model, loss_fn, val_batches, device, forward))
+            val = itertools.islice(val_batches, SMOKE_STEPS) if smoke() else val_batches
+            history["val"].append(evaluate(model, loss_fn, val, device, forward))
     return history
 
 

@@ -45,10 +45,11 @@ from mllm_utils.checkpoints import (
     check_writable_path,
     load_checkpoint,
     new_checkpoint,
+    optimizer_state_of,
     save_checkpoint,
     weights_of,
 )
-from mllm_utils.runtime import progress
+from mllm_utils.runtime import SMOKE_STEPS, model_device, progress, smoke
 
 __all__ = [
     "ARCHITECTURE",
@@ -297,8 +298,10 @@ def train(
     :func:`mllm_utils.chartrain.train_step` per batch, as the LSTM), validation with
     :func:`mllm_utils.chartrain.evaluate` (the 07 protocol: 64-character windows) on
     the first ``eval_tokens`` validation characters (``None``: all of them).
-    Returns the checkpoint dict (``"history"`` holds the losses).
-    Introduced in notebook 10.
+    Returns the checkpoint dict (``"history"`` holds the losses); its weights and
+    Adam's state are CPU copies, so it loads on any device.
+    Training runs where the model lives (move it first: ``model.to(device)``).
+    Under ``MLLM_SMOKE=1`` only a few steps run. Introduced in notebook 10.
     """
     if not isinstance(model, TransformerLM):
         raise TypeError(f"model must be a TransformerLM (for a CharLSTM use charlstm.train), got {describe(model)}")
@@ -317,8 +320,10 @@ def train(
     if len(val_data) < val_seq_len + 1:
         raise ValueError(f"val_data has {len(val_data)} tokens, too few for one validation window of {val_seq_len}")
     check_batches_fit(train_data, batch_size, seq_len)
-    device = next(model.parameters()).device  # the data stays on the CPU; each batch moves
-    gen = torch.Generator().manual_seed(seed)
+    if smoke():  # MLLM_SMOKE=1: the same code path, a few steps, one evaluation at the end
+        steps = min(steps, SMOKE_STEPS)
+    device = model_device(model)  # the data stays on the CPU; each batch moves
+    gen = torch.Generator().manual_seed(seed)  # the data's order, on the CPU with the data
 
     def endless_batches():  # pass after pass, each from a new random offset and order
         while True:
@@ -350,9 +355,9 @@ def train(
                 f"{checkpoint['token_steps']:,} token-steps, {checkpoint['train_seconds']:.0f} s")  # fmt: skip
             if checkpoint_path is not None:
                 checkpoint["model"] = weights_of(model)
-                checkpoint["optimizer"] = optimizer.state_dict()
+                checkpoint["optimizer"] = optimizer_state_of(optimizer)
                 save_model(checkpoint, checkpoint_path)
     model.eval()
     checkpoint["model"] = weights_of(model)
-    checkpoint["optimizer"] = optimizer.state_dict()
+    checkpoint["optimizer"] = optimizer_state_of(optimizer)
     return checkpoint

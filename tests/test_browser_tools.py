@@ -46,3 +46,29 @@ def test_a_missing_browser_is_reported(monkeypatch):
     monkeypatch.setattr(browser_test, "CHROMIUM", "/nonexistent/chromium")
     problem = browser_test.missing_tools()
     assert problem and "browser-setup.sh" in problem
+
+
+def test_a_controls_role_and_name_come_from_the_aria_snapshot():
+    assert browser_test.aria_role_name('- slider "temperature T"') == ("slider", "temperature T")
+    assert browser_test.aria_role_name('- textbox "Text to tokenize:":\n  - /placeholder: x') == (
+        "textbox", "Text to tokenize:")
+    assert browser_test.aria_role_name("- slider") == ("slider", "")  # no name: what the test reports
+    assert browser_test.aria_role_name('- combobox "say \\"war\\"":\n  - option "a"') == ("combobox", 'say \\"war\\"')
+    assert browser_test.aria_role_name("") == ("", "")
+    assert {"slider", "textbox", "combobox", "button"} <= browser_test.CONTROL_ROLES
+
+
+def test_the_keyboard_test_takes_a_notebook_with_a_slider_or_a_number_box(tmp_path):
+    view = {"application/vnd.jupyter.widget-view+json": {"model_id": "s", "version_major": 2, "version_minor": 0}}
+    write_notebook(tmp_path / "01_text.ipynb", WIDGET)
+    for name, model in (("02_slider", "FloatSliderModel"), ("03_number", "BoundedFloatTextModel")):
+        write_notebook(tmp_path / f"{name}.ipynb", view)
+        path = tmp_path / f"{name}.ipynb"
+        path.write_text(path.read_text().replace('"metadata": {', f'"metadata": {{"_model_name": "{model}", ', 1))
+    paths = sorted(tmp_path.glob("*.ipynb"))
+    assert browser_test.keyboard_notebook(paths) == "02_slider.ipynb"
+    assert browser_test.keyboard_notebook([paths[0], paths[2]]) == "03_number.ipynb"
+    assert browser_test.keyboard_notebook(paths[:1]) == "01_text.ipynb"
+    assert browser_test.keyboard_notebook([]) is None
+
+

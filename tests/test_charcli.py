@@ -118,7 +118,7 @@ def test_cli_train_predict_evaluate_end_to_end(tmp_path, capsys, monkeypatch):
     first = _main(capsys, monkeypatch, tmp_path, "train", *common, *TINY, "--epochs", "1")
     assert "epoch 1: train" in first and (tmp_path / "m.pt").is_file()
     again = _main(capsys, monkeypatch, tmp_path, "train", *common, *TINY, "--epochs", "2")
-    assert "Resuming from m.pt: 1 epochs done" in again and "epoch 2: train" in again
+    assert "Resuming from m.pt: 1 epoch done" in again and "epoch 2: train" in again
     for method in charcli.METHODS:
         out = _main(capsys, monkeypatch, tmp_path, "predict", "--checkpoint", "m.pt", "--method",
                     method, "--prompt", "Well", "--length", "30")  # fmt: skip

@@ -12,18 +12,22 @@ from mllm_utils.checks import CheckFailed
     "got, expected",
     [
         (torch.tensor([1, 2]), torch.tensor([1, 2])),  # two equal tensors (once an "ambiguous" error)
-        (torch.tensor([[1.0, 2.0]]), [[1.0, 2.0]]),
-        (np.arange(3), [0, 1, 2]),
-        ([1, 2], (1, 2)),
+        (torch.tensor([[1.0, 2.0]]), torch.tensor([[1.0, 2.0]])),
+        (np.arange(3), np.arange(3)),
+        ([1, 2], [1, 2]),
+        ((1, 2), (1, 2)),
+        (torch.Size([1, 2]), (1, 2)),
         (["a", "b"], ["a", "b"]),
-        ({"x": torch.tensor([1])}, {"x": [1]}),
-        ([torch.tensor(1), torch.tensor(2)], [1, 2]),
+        ({"x": torch.tensor([1])}, {"x": torch.tensor([1])}),
+        ([torch.tensor(1), torch.tensor(2)], [torch.tensor(1), torch.tensor(2)]),
         (3, 3),
+        (np.int64(3), 3),
+        (2, 2.0),  # an int where a float is expected
         (True, True),
         ("cat", "cat"),
     ],
 )
-def test_check_equal_passes_equal_values_of_any_kind(got, expected, capsys):
+def test_check_equal_passes_equal_values_of_the_same_kind(got, expected, capsys):
     checks.check_equal("value", got, expected)
     assert capsys.readouterr().out == "value: ok\n"
 
@@ -35,7 +39,7 @@ def test_check_equal_passes_equal_values_of_any_kind(got, expected, capsys):
         (torch.tensor([1, 2]), torch.tensor([1, 2, 3]), "shape (2,), expected (3,)"),
         (torch.tensor([1, 2]), torch.tensor([1, 3]), "got:      tensor([1, 2]"),
         (None, [1, 2], "does the function end with `return"),
-        ([1, 2], "12", "not the expected value"),
+        ([1, 2], "12", "the result is a list, expected a str"),
         ({"x": 1}, {"y": 1}, "expected: {'y': 1}"),
     ],
 )
@@ -45,6 +49,28 @@ def test_check_equal_fails_with_expected_and_got(got, expected, fragment):
     message = str(caught.value)
     assert message.startswith("value: ") and "expected:" in message and "got:" in message
     assert fragment in message
+
+
+@pytest.mark.parametrize(
+    "got, expected, fragment",
+    [
+        ((1, 2), [1, 2], "the result is a tuple, expected a list"),
+        ([1, 2], (1, 2), "the result is a list, expected a tuple"),
+        (16640.0, 16640, "the result is a float, expected an int"),
+        ([3, 4.0], [3, 4], "the result[1] is a float, expected an int"),
+        (1, True, "the result is an int, expected a bool"),
+        (torch.tensor([1.0, 2.0]), torch.tensor([1, 2]), "a tensor of torch.float32, expected a tensor of torch.int64"),
+        ([torch.tensor(1), torch.tensor(2)], torch.tensor([1, 2]), "the result is a list, expected a tensor"),
+        (torch.tensor([1, 2]), [1, 2], "the result is a tensor of torch.int64, expected a list"),
+        (np.arange(2), torch.arange(2), "the result is an array of int64, expected a tensor"),
+        ({"x": 1.5}, {"x": 1}, "the result['x'] is a float, expected an int"),
+    ],
+)
+def test_check_equal_names_a_value_of_another_kind(got, expected, fragment):
+    """Values equal as numbers but of another kind fail, and the message says which part differs."""
+    with pytest.raises(CheckFailed) as caught:
+        checks.check_equal("value", got, expected)
+    assert "not the expected kind of value" in str(caught.value) and fragment in str(caught.value)
 
 
 def test_check_failed_is_an_assertion_error():
@@ -199,3 +225,21 @@ def test_check_equal_compares_torch_s_own_plain_values(got, expected, capsys):
     assert capsys.readouterr().out == "value: ok\n"
     with pytest.raises(checks.CheckFailed):
         checks.check_equal("value", got, [9])
+
+
+def test_module_calls_records_each_call_s_input_shape_and_with_grad_whether_autograd_recorded():
+    layer = torch.nn.Linear(3, 2)
+    with checks.module_calls(layer) as shapes:
+        layer(torch.zeros(4, 3))
+    with checks.module_calls(layer, grad=True) as calls:
+        layer(torch.zeros(1, 3))
+        with torch.no_grad():
+            layer(torch.zeros(2, 3))
+        with torch.inference_mode():
+            layer(torch.zeros(5, 3))
+    assert shapes == [(4, 3)]
+    assert calls == [((1, 3), True), ((2, 3), False), ((5, 3), False)]
+    layer(torch.zeros(1, 3))  # after the block: not recorded
+    assert len(calls) == 3
+    with pytest.raises(TypeError, match="grad must be True or False"):
+        checks.module_calls(layer, grad="yes")

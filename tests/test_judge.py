@@ -72,6 +72,16 @@ def test_plain_values_cross_and_come_back_equal(value):
         assert back == value
 
 
+def test_a_meta_tensor_crosses_as_its_sizes_and_dtype():
+    """A check may ask on which device a learner's function made a tensor (meta works on every machine)."""
+    blobs = []
+    data = json.loads(json.dumps(codec.encode(torch.zeros(3, 4, dtype=torch.bool, device="meta"), blobs)))
+    back = codec.decode(data, blobs)
+    assert blobs == [] and back.device.type == "meta" and back.shape == (3, 4) and back.dtype == torch.bool
+    with pytest.raises(codec.DecodeError, match="not a list of sizes"):
+        codec.decode({"$": "tensor", "meta": True, "dtype": "float32", "shape": [10**6, 10**6]}, [])
+
+
 @pytest.mark.parametrize("value", [lambda: 1, object(), torch.zeros(2).as_subclass(type("T", (torch.Tensor,), {})),
                                    types.SimpleNamespace(a=1), 10**500, torch.zeros(2, dtype=torch.complex64)])
 def test_what_is_not_plain_data_does_not_cross(value):

@@ -1,6 +1,8 @@
 """The website's pure parts (tools/site.py, tools/site_test.py), checked without Sphinx, npm or a browser."""
 
+import base64
 import copy
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -10,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tools import site, site_test
+from tools.site import course_a11y
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -101,10 +104,18 @@ def grade_id(cell):
 def test_the_stub_is_the_student_versions(path):
     student = load(ROOT / "student" / path.name)
     stubs = {grade_id(c): "".join(c["source"]) for c in student["cells"] if grade_id(c)}
-    solutions = [c for c in load(path)["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+    page = site.site_notebook(load(path), path.name, REPO, "removed", learner=student)
+    solutions = [c for c in page["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
     assert solutions
     for cell in solutions:
-        assert site.strip_solution_markers("".join(cell["source"]), keep_solution=False) == stubs[grade_id(cell)]
+        assert cell["source"] == stubs[grade_id(cell)]
+
+
+def test_without_a_learners_version_the_stub_is_nbgraders():
+    nb = load(LESSONS[0])
+    page = site.site_notebook(nb, LESSONS[0].name, REPO, "removed")
+    code = [c for c in page["cells"] if c["cell_type"] == "code" and c["metadata"].get("nbgrader", {}).get("solution")]
+    assert code and all("raise NotImplementedError()" in c["source"] for c in code)
 
 
 # --- A lesson's page ---------------------------------------------------------------------------------------
@@ -159,9 +170,10 @@ def test_solutions_fold_and_the_badge_becomes_links(path):
         if "### BEGIN HIDDEN TESTS" in "".join(original["source"]):
             assert copied["outputs"] == [], "a check cell's output shows what its hidden tests checked"
     badge = next(c for c in page["cells"] if "colab-badge" in c["metadata"].get("tags", []))
-    colab = f"https://colab.research.google.com/github/example/course/blob/main/notebooks/{path.name})"
+    # A reader who runs a notebook gets the learner's version (no solutions), from Colab or as a download.
+    colab = f"https://colab.research.google.com/github/example/course/blob/main/student/{path.name})"
     assert colab in badge["source"]
-    assert f"<../_ipynb/notebooks/{path.name}>`" in badge["source"]
+    assert f"<../_ipynb/student/{path.name}>`" in badge["source"]
     assert "colab-badge.svg" not in badge["source"], "the badge is an image from another host"
 
 
@@ -197,7 +209,8 @@ def test_the_course_table_comes_from_the_readme():
     assert all(r["topics"] and r["post"] and re.fullmatch(r"\d+ s", r["time"]) for r in rows)
     page = site.index_page(readme, rows, {p.name: p.stem for p in LESSONS}, REPO)
     assert all(f"notebooks/{p.stem}\n" in page for p in LESSONS), "every notebook in the toctree"
-    assert all(f"_ipynb/notebooks/{p.name}>`" in page for p in LESSONS)
+    assert all(f"_ipynb/student/{p.name}>`" in page for p in LESSONS), "downloads are the learner's versions"
+    assert all(f"blob/main/student/{p.name})" in page for p in LESSONS), "Colab opens the learner's versions"
 
 
 def test_a_broken_course_table_is_an_error():
@@ -235,6 +248,91 @@ def test_files_are_rewritten_only_when_they_change(tmp_path):
     assert site.write_if_changed(path, b"two") and path.read_text() == "two"
 
 
+# --- Figures' descriptions (issue 26) ---------------------------------------------------------------------
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n fake image bytes").decode()
+ALT = "Training loss against epoch: falls from 2.10 to 1.37 and flattens after epoch 15."
+
+
+def figure_output(alt=None, png=PNG):
+    output = {"output_type": "display_data", "data": {"image/png": png, "text/plain": ["<Figure>"]}, "metadata": {}}
+    if alt is not None:
+        output["metadata"] = {"image/png": {"alt": alt}}
+    return output
+
+
+def notebook_with(*outputs, widget_outputs=()):
+    cells = [{"cell_type": "markdown", "id": "intro", "metadata": {}, "source": "# 99 · Test"},
+             {"cell_type": "code", "id": "plot", "metadata": {}, "source": "show()", "execution_count": 1,
+              "outputs": list(outputs)}]
+    nb = {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    if widget_outputs:
+        view = {"application/vnd.jupyter.widget-view+json": {"model_id": "box", "version_major": 2, "version_minor": 0}}
+        cells.append({"cell_type": "code", "id": "panel", "metadata": {}, "source": "display(box)",
+                      "execution_count": 2, "outputs": [{"output_type": "display_data", "data": view, "metadata": {}}]})
+        nb["metadata"]["widgets"] = {course_a11y.WIDGET_STATE: {"state": {
+            "box": {"model_name": "VBoxModel", "state": {"children": ["IPY_MODEL_out"]}},
+            "out": {"model_name": "OutputModel", "state": {"outputs": list(widget_outputs)}}}}}
+    return nb
+
+
+def test_a_figure_is_described_by_its_outputs_alt():
+    found, problems = course_a11y.figure_alts(notebook_with(figure_output(ALT)), "99_test.ipynb")
+    assert problems == []
+    assert found == [(hashlib.sha256(base64.b64decode(PNG)).hexdigest(), ALT)]  # the name MyST-NB gives the file
+
+
+@pytest.mark.parametrize("alt, says", [
+    (None, "no description"),
+    ("", "a description of 0 characters"),
+    ("a plot", "a description of 6 characters"),
+    ("../_images/791d2541f1d31e692b68865d20c4843394691e2e452a2e91eaa308f1f794929b.png", "a file name"),
+    ("loss.png", "a file name"),
+])
+def test_a_figure_without_a_real_description_is_named_with_its_cell(alt, says):
+    _, problems = course_a11y.figure_alts(notebook_with(figure_output(alt)), "99_test.ipynb")
+    assert len(problems) == 1
+    assert problems[0].startswith("99_test.ipynb, cell 2 (id plot), output 1: a figure with ")
+    assert says in problems[0] and "figures.show(fig, alt=...)" in problems[0]
+
+
+def test_a_figure_inside_a_saved_widget_needs_a_description_too():
+    nb = notebook_with(widget_outputs=[{"output_type": "stream", "name": "stdout", "text": "T = 1"},
+                                       figure_output(None)])
+    _, problems = course_a11y.figure_alts(nb, "99_test.ipynb")
+    assert problems == ["99_test.ipynb, cell 3 (id panel), the saved state of Output widget out, output 2: a figure "
+                        "with no description; show it with mllm_utils.figures.show(fig, alt=...) inside the widget"]
+    assert course_a11y.figure_alts(notebook_with(widget_outputs=[figure_output(ALT)]), "x")[1] == []
+
+
+def test_the_build_fails_on_an_undescribed_figure(tmp_path):
+    (tmp_path / "01_a.ipynb").write_text(json.dumps(notebook_with(figure_output(ALT))))
+    (tmp_path / "02_b.ipynb").write_text(json.dumps(notebook_with(figure_output(ALT), figure_output("plot.png"))))
+    assert site.undescribed_figures(tmp_path) == [
+        "02_b.ipynb, cell 2 (id plot), output 2: a figure with a file name as its description ('plot.png'); "
+        "show it with mllm_utils.figures.show(fig, alt=...)"]
+
+
+def test_the_site_and_the_notebooks_ask_the_same_of_a_description():
+    from mllm_utils import figures
+
+    assert course_a11y.MIN_ALT_CHARS == figures.MIN_ALT_CHARS
+    assert course_a11y.alt_problem(ALT) is None and figures.check_alt(ALT) == ALT
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])
+def test_every_figure_of_the_lessons_is_described(path):
+    found, problems = course_a11y.figure_alts(load(path), path.name)
+    assert problems == [], "\n".join(problems)
+
+
+def test_the_site_is_built_with_its_accessibility_extension():
+    conf = (site.WEBSITE / "conf.py").read_text()
+    assert '"course_a11y"' in conf and "course-a11y.js" in conf
+    assert all((site.WEBSITE / name).is_file() for name in site.EXTENSIONS)
+    assert (site.WEBSITE / "_static" / "course-a11y.js").is_file()
+
+
 # --- Locks -------------------------------------------------------------------------------------------------
 
 def pins(path):
@@ -260,6 +358,15 @@ def test_the_npm_lock_pins_what_the_site_ships():
     assert shipped == set(package["dependencies"])
 
 
+def test_axe_core_is_pinned_for_the_test_and_never_shipped():
+    package = json.loads((site.WEBSITE / "package.json").read_text())
+    lock = json.loads((site.WEBSITE / "package-lock.json").read_text())
+    assert re.fullmatch(r"\d+\.\d+\.\d+", package["devDependencies"]["axe-core"])
+    entry = lock["packages"]["node_modules/axe-core"]
+    assert entry["version"] == package["devDependencies"]["axe-core"] and entry["dev"] is True
+    assert "axe-core" not in package["dependencies"] and "axe-core" not in str(site.VENDOR)
+
+
 # --- The browser test's pure parts -------------------------------------------------------------------------
 
 def test_a_search_expects_the_notebooks_whose_topics_name_the_term():
@@ -268,6 +375,29 @@ def test_a_search_expects_the_notebooks_whose_topics_name_the_term():
     assert "06_sampling.ipynb" in site_test.expected_hits(readme, names, "temperature")
     assert "05_lstm.ipynb" in site_test.expected_hits(readme, names, "LSTM")
     assert all(site_test.expected_hits(readme, names, term) for term in site_test.SEARCH_TERMS)
+
+
+def test_axe_findings_are_reported_by_rule_with_an_example():
+    found = {"image-alt": {"help": "Images must have alternative text", "impact": "critical", "nodes": {
+        "img.a": {"target": "img.a", "state": "as loaded"}, "img.b": {"target": "img.b", "state": "as loaded"}}}}
+    assert site_test.axe_problems(found) == [
+        "axe image-alt (critical): 2 element(s), e.g. img.a [as loaded]: Images must have alternative text"]
+    assert site_test.AXE_TAGS == ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
+
+
+def test_an_image_named_by_its_file_fails_the_page():
+    images = [{"src": "../_images/ab.png", "alt": "../_images/ab.png"}, {"src": "data:image/png;base64,x", "alt": None},
+              {"src": "../_images/cd.png", "alt": ALT}]
+    problems = site_test.image_problems(images)
+    assert [p.split(":")[0] for p in problems] == ["image ../_images/ab.png", "image data"]
+
+
+def test_the_keyboard_test_takes_a_page_with_a_control_the_arrow_keys_step():
+    page = site_test.keyboard_page([p.name for p in LESSONS])
+    assert page and page.startswith("notebooks/")
+    widget_pages = [p for p in site_test.widget_notebooks(ROOT / "notebooks")]
+    assert any(site_test.browser_test.STEPPED.search(p.read_text()) for p in widget_pages), "06's number boxes"
+    assert site_test.browser_test.STEPPED.search((ROOT / "notebooks" / (Path(page).stem + ".ipynb")).read_text())
 
 
 def test_hidden_lines_are_those_only_the_hidden_tests_have():

@@ -4,9 +4,14 @@
 
 For each notebook whose saved outputs hold a widget: open it in JupyterLab, check the widgets are drawn
 as controls from the notebook's saved widget state, run all cells, check every widget is a live control
-and no cell shows an error, use the first control once (type, slide or choose) and check the widget's
-output changes. Screenshots, the page's console log and JupyterLab's log go to $MLLM_ARTIFACTS/browser/
-(default artifacts/browser/). Setup: tools/browser-setup.sh VENV (Debian's chromium, pinned playwright).
+and no cell shows an error, check every control has an accessible name (what a screen reader says: the
+name in Chromium's accessibility tree), use the first control once (type, slide or choose) and check the
+widget's output changes. One notebook (the first with a slider; --keyboard NAME for another) is also used
+with the keyboard alone, after the run: from its notebook in command mode, the arrow keys select the
+widget's cell, Tab reaches its first control, which shows its focus, and keys change it (arrows, or typing
+and Enter); the widget's output then changes. Screenshots, the page's console log and JupyterLab's log go
+to $MLLM_ARTIFACTS/browser/ (default artifacts/browser/). Setup: tools/browser-setup.sh VENV (Debian's
+chromium, pinned playwright).
 
 JupyterLab draws saved widgets only in a trusted notebook (the widget renderer is not "safe"), so the
 copies are trusted first, as `jupyter trust` does for a learner; --untrusted shows a fresh clone's view.
@@ -69,6 +74,110 @@ JS_RUN_STATE = """() => { const nb = window.jupyterapp.shell.currentWidget;
 # In the page: the text and pictures a widget shows as its output (Output and HTML widgets inside it).
 JS_OUTPUT_SIGNATURE = """node => [...node.querySelectorAll('.widget-output, .widget-html-content')]
   .map(e => e.innerText + [...e.querySelectorAll('img')].map(i => i.src.slice(-40)).join('')).join('\\n')"""
+# The roles of a control in Chromium's accessibility tree: each needs a name (WCAG 4.1.2).
+CONTROL_ROLES = {"button", "checkbox", "combobox", "listbox", "radio", "searchbox", "slider", "spinbutton",
+                 "switch", "textbox"}
+# What may be a control, in a widget's output; its role and name come from Chromium (Locator.aria_snapshot).
+CONTROL_CANDIDATES = (".jp-OutputArea-output .jupyter-widgets :is(input:not([type=hidden]), select, textarea, "
+                      "button, [role], [contenteditable=true], [tabindex])")
+# In the page: where a control sits: its cell's index, the visible label of its widget, its kind.
+JS_CONTROL_PLACE = """e => { const nb = window.jupyterapp.shell.currentWidget.content;
+  const cell = nb.widgets.findIndex(c => c.node.contains(e));
+  const widget = e.closest('.widget-inline-hbox, .widget-inline-vbox, .jupyter-widgets');
+  const label = widget && widget.querySelector('.widget-label');
+  return {cell, label: label ? label.textContent.trim() : '', html: e.outerHTML.slice(0, 80)}; }"""
+# In the page: the focused element, its value, its look (to tell whether its focus shows), and its place.
+JS_FOCUS_STATE = """() => { const e = document.activeElement; const nb = window.jupyterapp.shell.currentWidget.content;
+  const s = getComputedStyle(e);
+  return {tag: e.tagName.toLowerCase(), role: e.getAttribute('role'), active: nb.activeCellIndex, mode: nb.mode,
+          control: e.matches('.jp-OutputArea .jupyter-widgets :is(input, select, textarea, [role=slider])'),
+          cell: nb.widgets.findIndex(c => c.node.contains(e)),
+          value: e.getAttribute('aria-valuetext') || e.getAttribute('aria-valuenow') || e.value || null,
+          look: [s.outlineStyle, s.outlineWidth, s.outlineColor, s.boxShadow, s.backgroundColor, s.borderColor]
+                .join(' ')}; }"""
+
+
+def aria_role_name(snapshot: str) -> tuple[str, str]:
+    """(role, name) from the first line of Playwright's aria snapshot, e.g. '- slider "temperature"'."""
+    first = snapshot.strip().split("\n")[0] if snapshot.strip() else ""
+    match = re.match(r'-\s+([\w-]+)(?:\s+"((?:[^"\\]|\\.)*)")?', first)
+    return (match.group(1), (match.group(2) or "").strip()) if match else ("", "")
+
+
+def check_control_names(page) -> tuple[int, list[str]]:
+    """Every control in the open notebook's widget outputs has an accessible name: (controls, problems)."""
+    candidates = page.locator(CONTROL_CANDIDATES)
+    controls, problems = 0, []
+    for i in range(candidates.count()):
+        element = candidates.nth(i)
+        role, name = aria_role_name(element.aria_snapshot())
+        if role not in CONTROL_ROLES:
+            continue
+        controls += 1
+        if not name:
+            place = element.evaluate(JS_CONTROL_PLACE)
+            seen = f", its visible label {place['label']!r} is not tied to it" if place["label"] else ", no label"
+            problems.append(f"cell {place['cell'] + 1}: a {role} with no accessible name{seen} ({place['html']})")
+    return controls, problems
+
+
+def use_with_keyboard(page, node, target: int, shots: Path, name: str) -> str:
+    """The widget of cell `target` (counted from 0), used with the keyboard alone; the notebook has the
+    focus, in command mode.
+
+    The arrow keys select the cell, Tab reaches its first control (through the cell's toolbar), which must
+    show its focus; the arrow keys (a slider, a drop-down) or typing and Enter (a text box) change it, and
+    the widget's output changes. Returns what was done, or raises AssertionError saying what went wrong."""
+    page.evaluate("() => window.jupyterapp.shell.currentWidget.content.node.focus()")
+    page.keyboard.press("Escape")
+    moves = 0
+    while (state := page.evaluate(JS_FOCUS_STATE))["active"] != target and moves < 500:
+        page.keyboard.press("ArrowUp" if state["active"] > target else "ArrowDown")
+        moves += 1
+    assert state["active"] == target, f"the arrow keys did not reach cell {target + 1} (at cell {state['active'] + 1})"
+    tabs = 0
+    while not (state := page.evaluate(JS_FOCUS_STATE))["control"] and tabs < 20:
+        page.keyboard.press("Tab")
+        tabs += 1
+    assert state["control"] and state["cell"] == target, (
+        f"{tabs} Tabs from cell {target + 1} reached no control of its widget (focus on a {state['tag']} of cell "
+        f"{state['cell'] + 1})")
+    role, label = aria_role_name(page.locator(":focus").aria_snapshot())
+    focused = page.locator(":focus").element_handle()
+    shoot(page, shots, name, "4-keyboard-focused")
+    old, before = node.evaluate(JS_OUTPUT_SIGNATURE), state["value"]
+    if state["role"] == "slider":
+        keys = ["ArrowRight", "ArrowRight", "ArrowLeft"]
+    elif role == "spinbutton":  # a number box: the arrow keys step it
+        keys = ["ArrowUp", "ArrowUp", "ArrowDown"]
+    elif state["tag"] == "select":
+        # The first character of the next choice selects it. Not the arrow keys: in command mode JupyterLab
+        # takes them to move between cells, even from a drop-down (it is not an editable field).
+        keys = [page.evaluate("() => { const s = document.activeElement;"
+                              " return s.options[(s.selectedIndex + 1) % s.options.length].text.trim()[0]; }")]
+    else:
+        keys = ["Control+A", "peace", "Enter"]  # a word of both vocabularies; interact() types another
+    for key in keys:
+        page.keyboard.type(key) if key == "peace" else page.keyboard.press(key)
+    after_state = page.evaluate(JS_FOCUS_STATE)
+    assert after_state["control"] and after_state["cell"] == target, (
+        f"the keys {keys} took the focus away from the {role}, to a {after_state['tag']} of cell "
+        f"{after_state['cell'] + 1}")
+    assert after_state["value"] != before, f"the keys {keys} left the {role} at {before!r}"
+    new = poll(page, JS_OUTPUT_SIGNATURE, node.element_handle(), lambda text: text != old, 120,
+               f"the widget's output did not change after the keys {keys}")
+    # Its focus shows: it looks different focused from what it looks like once the focus moves on.
+    look = after_state["look"]
+    page.keyboard.press("Tab")
+    unfocused = focused.evaluate("""e => { const s = getComputedStyle(e);
+      return [s.outlineStyle, s.outlineWidth, s.outlineColor, s.boxShadow, s.backgroundColor, s.borderColor]
+             .join(' '); }""")
+    time.sleep(2)  # the kernel may still be drawing
+    shoot(page, shots, name, "5-keyboard-used")
+    assert unfocused != look, f"the focused {role} looks the same as when it is not focused: its focus does not show"
+    named = f'{role} "{label}"' if label else f"{role} (no name)"
+    return (f"keyboard: {moves} arrow keys to cell {target + 1}, {tabs} Tabs to its {named}; {', '.join(keys)}: "
+            f"{before!r} -> {after_state['value']!r}, output {first_line(old)!r} -> {first_line(new)!r}")
 
 
 def widget_cells(notebook: dict) -> list[int]:
@@ -168,12 +277,18 @@ def shoot(page, shots: Path, name: str, step: str) -> None:
 
 
 def interact(page, node) -> str:
-    """Use the widget's first control, preferring a text box, then a slider, then a drop-down."""
+    """Use the widget's first control, preferring a text box, then a number box, then a slider, then a
+    drop-down."""
     if node.locator("input[type=text], textarea").count():
         box = node.locator("input[type=text], textarea").first
         box.fill("war")  # a word of both of the course's vocabularies (War and Peace, WikiText)
         box.press("Enter")
         return "typed 'war'"
+    if node.locator("input[type=number]").count():
+        box = node.locator("input[type=number]").first
+        box.focus()
+        box.press("ArrowUp")
+        return f"number box stepped up (to {box.input_value()})"
     if node.locator("[role=slider]").count():
         handle = node.locator("[role=slider]").first
         handle.focus()
@@ -185,8 +300,9 @@ def interact(page, node) -> str:
     return f"chose '{select.evaluate('s => s.options[s.selectedIndex].text')}'"
 
 
-def check_notebook(page, url: str, name: str, shots: Path, timeout: float) -> str:
-    """Open, run and use one notebook; return its summary, or raise AssertionError saying what is wrong."""
+def check_notebook(page, url: str, name: str, shots: Path, timeout: float, keyboard: bool = False) -> str:
+    """Open, run and use one notebook (with the keyboard alone too, if `keyboard`); return its summary, or
+    raise AssertionError saying what is wrong."""
     page.goto(url)
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
     before = poll(page, JS_WIDGET_OUTPUTS, WIDGET_MIME, lambda ws: ws and all(w["state"] != "loading" for w in ws),
@@ -210,7 +326,13 @@ def check_notebook(page, url: str, name: str, shots: Path, timeout: float) -> st
     not_live = [w for w in after if w["state"] != "control" or not w["live"]]
     assert not not_live, f"after running, widgets are not live controls: {not_live}"
 
+    controls, unnamed = check_control_names(page)
     node = page.locator(".jp-Cell-outputArea > .jp-OutputArea-child > .jp-OutputArea-output > .jupyter-widgets").first
+    keys = ""
+    if keyboard:
+        target = node.evaluate("e => window.jupyterapp.shell.currentWidget.content.widgets"
+                               ".findIndex(c => c.node.contains(e))")
+        keys = "; " + use_with_keyboard(page, node, target, shots, name)
     old = node.evaluate(JS_OUTPUT_SIGNATURE)
     action = interact(page, node)
     new = poll(page, JS_OUTPUT_SIGNATURE, node.element_handle(), lambda text: text != old, 120,
@@ -218,8 +340,10 @@ def check_notebook(page, url: str, name: str, shots: Path, timeout: float) -> st
     time.sleep(2)  # the kernel may still be drawing
     shoot(page, shots, name, "3-used")
     page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.shutdown()")
-    summary = f"{opened}; ran all cells in {seconds:.0f} s; {action}: {first_line(old)!r} -> {first_line(new)!r}"
-    assert not not_drawn, summary
+    names = f"{controls} control(s)" + (f", {len(unnamed)} with no name: {unnamed}" if unnamed else ", each named")
+    summary = (f"{opened}; ran all cells in {seconds:.0f} s; {names}; {action}: {first_line(old)!r} -> "
+               f"{first_line(new)!r}{keys}")
+    assert not not_drawn and not unnamed, summary
     return summary
 
 
@@ -227,7 +351,20 @@ def first_line(text: str) -> str:
     return next((line for line in text.splitlines() if line.strip()), "")[:60]
 
 
-def run_all(names: list[str], shots: Path, trust: bool, timeout: float, venv: Path) -> int:
+# The widget models a learner steps with the arrow keys: sliders and number boxes.
+STEPPED = re.compile(r'"_model_name": "(\w*Slider|(Bounded)?(Float|Int)Text)Model"')
+
+
+def keyboard_notebook(paths: list[Path]) -> str | None:
+    """The notebook used with the keyboard alone: the first with a slider or a number box (the arrow keys
+    change those, the hardest to use without a mouse), else the first one."""
+    sliders = [p for p in paths if STEPPED.search(p.read_text("utf-8"))]
+    chosen = sliders or paths
+    return chosen[0].name if chosen else None
+
+
+def run_all(names: list[str], shots: Path, trust: bool, timeout: float, venv: Path,
+            keyboard: str | None = None) -> int:
     """Test each notebook on copies (JupyterLab autosaves; the committed files are never written)."""
     from playwright.sync_api import sync_playwright
 
@@ -258,7 +395,7 @@ def run_all(names: list[str], shots: Path, trust: bool, timeout: float, venv: Pa
                         messages.clear()
                         try:
                             url = f"{base}/lab/tree/{name}?reset&token={token}"
-                            result, ok = check_notebook(page, url, name, shots, timeout), True
+                            result, ok = check_notebook(page, url, name, shots, timeout, name == keyboard), True
                         except Exception as exc:  # one notebook's failure must not hide the others'
                             result, ok = str(exc).splitlines()[0][:1000], False
                             page.screenshot(path=str(shots / f"{Path(name).stem}-failed.png"), timeout=30_000)
@@ -282,6 +419,8 @@ def main() -> int:
     parser.add_argument("--untrusted", action="store_true", help="open the copies untrusted, as a fresh clone")
     parser.add_argument("--timeout", type=float, default=900, help="seconds allowed to run one notebook")
     parser.add_argument("--lab-venv", type=Path, default=LAB_VENV, help="environment whose JupyterLab runs (.venv)")
+    parser.add_argument("--keyboard", metavar="NAME", help="the notebook also used with the keyboard alone "
+                        "(default: the first of those tested with a slider, else the first)")
     args = parser.parse_args()
     problem = missing_tools()
     if problem:
@@ -292,10 +431,11 @@ def main() -> int:
               file=sys.stderr)
         return 2
     names = args.notebooks or [p.name for p in widget_notebooks(ROOT / "notebooks")]
+    keyboard = args.keyboard or keyboard_notebook([ROOT / "notebooks" / n for n in names])
     shots = Path(os.environ.get("MLLM_ARTIFACTS", ROOT / "artifacts")) / "browser"
     shutil.rmtree(shots, ignore_errors=True)  # only this run's pictures
     shots.mkdir(parents=True)
-    return 1 if run_all(names, shots, not args.untrusted, args.timeout, args.lab_venv) else 0
+    return 1 if run_all(names, shots, not args.untrusted, args.timeout, args.lab_venv, keyboard) else 0
 
 
 if __name__ == "__main__":

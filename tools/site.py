@@ -14,7 +14,12 @@ notebook with its saved outputs, plots and widget state; Furo is the theme. The 
    each lesson for the site, TEACHING.md and the student versions' table, with links to files that are
    not on the site pointed at the repository.
 3. Sphinx builds the HTML with warnings as errors (-W --keep-going, -n): a broken cross-reference, a
-   missing image or an unknown lexer fails the build.
+   missing image or an unknown lexer fails the build. The site's extension (website/course_a11y.py) gives
+   each figure the description stored with its output (metadata["image/png"]["alt"]) as its alt, the
+   navigation's captions a heading level, and the folded cells' toggles their visible words as their name;
+   website/_static/course-a11y.js does in the browser what only the browser knows (README, "Accessibility").
+4. Every figure of every notebook must have a description: one without (or with a file name, or a few
+   words) fails the build, after the site is written, with the notebook, cell and output named.
 
 A lesson's copy for the site: the test tooling's markers (`# NBVAL_...` lines, comments addressed to test
 runners) are removed; in exercises, hidden tests and the solution markers are removed, and so are the
@@ -44,7 +49,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from tools.notebooks import BADGE_TAG, SETUP_TAG, WIDGET_VIEW, repository_url  # noqa: E402
 
-WEBSITE = ROOT / "website"  # conf.py, the CSS, and the npm lock of the JavaScript the site ships
+WEBSITE = ROOT / "website"  # conf.py, its extension, the CSS and JS, the npm lock of the JavaScript the site ships
+sys.path.insert(0, str(WEBSITE))
+import course_a11y  # noqa: E402  (the site's Sphinx extension: figures' descriptions, headings, toggles)
+
+EXTENSIONS = ["course_a11y.py"]  # copied beside conf.py, which loads them
 BUILD = ROOT / "build"
 SRC = BUILD / "site-src"  # the pages' sources, prepared from the repository
 DOCTREES = BUILD / "site-doctrees"  # Sphinx's cache: what makes a second build fast
@@ -177,18 +186,14 @@ def colab_url(repo: str, folder: str, name: str) -> str:
 
 
 def links_line(repo: str, name: str, depth: str, student: bool, solutions: str = "folded") -> str:
-    """The links at the top of a notebook's page: Colab and download, for the lesson and its student version.
-
-    With the solutions removed from the site, only the student version is offered (the lesson has them).
-    """
-    if solutions == "removed" and student:
-        return (f":::{{container}} course-links\n[Open in Colab]({colab_url(repo, 'student', name)}) · "
-                f"{{download}}`Download the notebook <{depth}{DOWNLOADS}/student/{name}>` (the student version)\n:::")
-    line = (f"[Open in Colab]({colab_url(repo, 'notebooks', name)}) · "
-            f"{{download}}`Download the notebook <{depth}{DOWNLOADS}/notebooks/{name}>`")
-    if student:
-        line += (f" · the student version: [Colab]({colab_url(repo, 'student', name)}), "
-                 f"{{download}}`download <{depth}{DOWNLOADS}/student/{name}>`")
+    """The links at the top of a notebook's page: Colab and download, both of the learner's version (the lesson
+    with its outputs and its exercises to do; this page shows the solutions folded)."""
+    if not student:
+        line = (f"[Open in Colab]({colab_url(repo, 'notebooks', name)}) · "
+                f"{{download}}`Download the notebook <{depth}{DOWNLOADS}/notebooks/{name}>`")
+    else:
+        line = (f"[Open in Colab]({colab_url(repo, 'student', name)}) · "
+                f"{{download}}`Download the notebook <{depth}{DOWNLOADS}/student/{name}>`")
     return f":::{{container}} course-links\n{line}\n:::"
 
 
@@ -205,10 +210,25 @@ def _tags(cell) -> list[str]:
     return list(cell.get("metadata", {}).get("tags", []))
 
 
-def site_notebook(nb: dict, name: str, repo: str, solutions: str = "folded", student: bool = True) -> dict:
-    """The copy of a lesson notebook (nbformat 4 as a dict) that the site renders; `nb` is not changed."""
+def learner_sources(learner: dict | None) -> dict[str, str]:
+    """Each graded cell's source in a learner's version (student/NAME.ipynb), by its nbgrader grade_id."""
+    found = {}
+    for cell in (learner or {}).get("cells", []):
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if grade_id:
+            found[grade_id] = "".join(cell.get("source", ""))
+    return found
+
+
+def site_notebook(nb: dict, name: str, repo: str, solutions: str = "folded", student: bool = True,
+                  learner: dict | None = None) -> dict:
+    """The copy of a lesson notebook (nbformat 4 as a dict) that the site renders; `nb` is not changed.
+
+    With the solutions removed, each solution cell shows what the learner's version (`learner`, the
+    committed student/NAME.ipynb) has in its place; without one, the stub nbgrader would write."""
     if solutions not in SOLUTION_MODES:
         raise SiteError(f"--solutions: got {solutions!r}, expected one of {', '.join(SOLUTION_MODES)}")
+    stubs = learner_sources(learner)
     nb = copy.deepcopy(nb)
     # IPython's lexer: plain Python, and the `%magic` and `!command` lines a notebook may have.
     nb.setdefault("metadata", {}).setdefault("language_info", {})["pygments_lexer"] = "ipython3"
@@ -224,7 +244,8 @@ def site_notebook(nb: dict, name: str, repo: str, solutions: str = "folded", stu
             if hidden:
                 cell["outputs"] = []  # they print the hidden tests' results too
             if grader.get("solution"):
-                source = strip_solution_markers(source, keep_solution=solutions == "folded")
+                source = (stubs[grader["grade_id"]] if solutions == "removed" and grader.get("grade_id") in stubs
+                          else strip_solution_markers(source, keep_solution=solutions == "folded"))
                 if solutions == "folded":
                     meta["tags"] = [*_tags(cell), "hide-input"]
                     meta["mystnb"] = {"code_prompt_show": "Show a solution", "code_prompt_hide": "Hide the solution"}
@@ -236,7 +257,8 @@ def site_notebook(nb: dict, name: str, repo: str, solutions: str = "folded", stu
                 meta["mystnb"] = {"code_prompt_show": "Show the Colab setup cell",
                                   "code_prompt_hide": "Hide the Colab setup cell"}
         elif grader.get("solution"):  # a written answer
-            source = strip_solution_markers(source, keep_solution=solutions == "folded", markdown=True)
+            source = (stubs[grader["grade_id"]] if solutions == "removed" and grader.get("grade_id") in stubs
+                      else strip_solution_markers(source, keep_solution=solutions == "folded", markdown=True))
         cell["source"] = source
         cells.append(cell)
         if cell.get("cell_type") == "code" and any(WIDGET_VIEW in out.get("data", {})
@@ -307,9 +329,11 @@ def course_rows(readme: str, names: list[str]) -> list[dict]:
     for cells in rows[1:]:
         if len(cells) != 6:
             raise SiteError(f"README.md, 'The course': a row of {len(cells)} cells, expected 6: {cells[:2]}")
-        link = re.search(r"\]\(notebooks/([^)]+\.ipynb)\)", cells[1])
+        # The lesson, or the learner's version of it (the README links what a learner opens).
+        link = re.search(r"\]\((?:notebooks|student)/([^)]+\.ipynb)\)", cells[1])
         if not link:
-            raise SiteError(f"README.md, 'The course': row {cells[0]} does not link notebooks/NAME.ipynb")
+            raise SiteError(f"README.md, 'The course': row {cells[0]} does not link notebooks/NAME.ipynb "
+                            "or student/NAME.ipynb")
         found.append({"number": cells[0], "name": link.group(1), "post": cells[2], "topics": cells[3],
                       "time": cells[4]})
     listed = [r["name"] for r in found]
@@ -327,7 +351,7 @@ def notebook_title(nb: dict) -> str:
     raise SiteError("a notebook has no '# Title' heading in a Markdown cell")
 
 
-def index_page(readme: str, rows: list[dict], titles: dict[str, str], repo: str, folder: str = "notebooks") -> str:
+def index_page(readme: str, rows: list[dict], titles: dict[str, str], repo: str, folder: str = "student") -> str:
     """The home page: the README's introduction, the course table with links, and the site's contents."""
     sections = readme_sections(readme)
     title_line, _, intro = sections[""].partition("\n")
@@ -471,20 +495,25 @@ def prepare(src: Path, solutions: str, modules: Path | None) -> list[str]:
         raw = (ROOT / "notebooks" / name).read_bytes()
         nb = json.loads(raw)
         titles[name] = notebook_title(nb)
-        page = site_notebook(nb, name, repo, solutions, student=name in student_names)
+        learner = json.loads((ROOT / "student" / name).read_text("utf-8")) if name in student_names else None
+        page = site_notebook(nb, name, repo, solutions, student=name in student_names, learner=learner)
         nbformat.validate(nbformat.from_dict(page))
         put(f"notebooks/{name}", json.dumps(page, indent=1, ensure_ascii=False) + "\n")
         put(f"{DOWNLOADS}/notebooks/{name}", raw)
     for name in sorted(student_names):
         put(f"{DOWNLOADS}/student/{name}", (ROOT / "student" / name).read_bytes())
     on_site = {"TEACHING.md", "student/README.md", *(f"notebooks/{n}" for n in names)}  # README.md is not
-    # With the solutions removed, the home page offers the student versions (the lessons have them).
-    folder = "student" if solutions == "removed" and student_names >= set(names) else "notebooks"
+    # Every learner's link opens the learner's version (the lesson, with the exercises to do).
+    folder = "student" if student_names >= set(names) else "notebooks"
     put("index.md", index_page(readme, rows, titles, repo, folder))
     teaching = (ROOT / "TEACHING.md").read_text("utf-8")
     put("TEACHING.md", point_links(teaching, "TEACHING.md", on_site.__contains__, repo))
     put("student/README.md", student_page((ROOT / "student" / "README.md").read_text("utf-8"), repo))
     put("conf.py", (WEBSITE / "conf.py").read_bytes())
+    for extension in EXTENSIONS:
+        wanted.add(src / extension)
+        if write_if_changed(src / extension, (WEBSITE / extension).read_bytes()):
+            shutil.rmtree(DOCTREES, ignore_errors=True)  # Sphinx keeps the pages it read with the old code
     for css in sorted((WEBSITE / "_static").glob("*")):
         put(f"_static/{css.name}", css.read_bytes())
     if modules is not None:
@@ -493,6 +522,16 @@ def prepare(src: Path, solutions: str, modules: Path | None) -> list[str]:
     for old in [p for p in src.rglob("*") if p.is_file() and p not in wanted]:
         old.unlink()  # a page whose notebook was removed or renamed
     return names
+
+
+def undescribed_figures(folder: Path = ROOT / "notebooks") -> list[str]:
+    """Each figure of the notebooks in `folder` that has no description (or a file name, or a few words as
+    one), as 'NOTEBOOK, cell N (id ...), output K: ...'. Its description is its output's
+    metadata["image/png"]["alt"], which mllm_utils.figures.show writes and the site uses as the image's alt."""
+    problems = []
+    for path in sorted(folder.glob("*.ipynb")):
+        problems += course_a11y.figure_alts(json.loads(path.read_text("utf-8")), path.name)[1]
+    return problems
 
 
 def build(out: Path = OUT, solutions: str = "folded") -> int:
@@ -509,6 +548,13 @@ def build(out: Path = OUT, solutions: str = "folded") -> int:
     status = build_main(["-b", "html", "-W", "--keep-going", "-n", "-q", "-d", str(DOCTREES), str(SRC), str(out)])
     if status:
         print(f"site build failed (status {status}): see the warnings above", file=sys.stderr)
+        return 1
+    # Checked on every build (Sphinx warns only when it reads a page again); the site is written first, so
+    # that what else is wrong with it can still be seen.
+    undescribed = undescribed_figures()
+    if undescribed:
+        print(f"site build failed: {len(undescribed)} figure(s) with no description; a reader who cannot see "
+              "them hears their file name:\n  " + "\n  ".join(undescribed), file=sys.stderr)
         return 1
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     pages = len(list(out.rglob("*.html")))

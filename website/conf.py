@@ -1,11 +1,16 @@
 """Sphinx configuration of the course's website. tools/site.py copies it beside the pages it prepares
 (build/site-src) and runs Sphinx there: `make site` (README, "The course as a website")."""
 
+import sys
+from pathlib import Path
+
 project = "Mastering LLMs, hands on"
 html_title = "Mastering LLMs, hands on: from tokens to attention"
 copyright = "2026 The Mastering-LLMs course authors (MIT licence)"
 
-extensions = ["myst_nb"]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # course_a11y.py, copied beside this file
+# course_a11y: each figure's description as its alt, headings with levels, toggles named by their text.
+extensions = ["myst_nb", "course_a11y"]
 # _ipynb holds the committed notebooks for download; the student versions are downloads, not pages.
 exclude_patterns = ["_ipynb", "student/*.ipynb", "jupyter_execute", ".jupyter_cache"]
 
@@ -25,6 +30,8 @@ mathjax_path = "vendor/mathjax/tex-chtml.js"
 html_theme = "furo"
 html_static_path = ["_static"]
 html_css_files = ["course.css"]
+# Keyboard and screen-reader access to what is drawn after the page loads (scrolled blocks, widgets).
+html_js_files = [("course-a11y.js", {"defer": "defer"})]
 html_copy_source = False  # the notebooks are offered for download on their pages, not as _sources
 html_show_sourcelink = False
 html_use_index = False  # no index entries: the search and each page's contents do that work
