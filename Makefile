@@ -11,7 +11,7 @@ TPY    := $(TEACH_VENV)/bin/python
 SPY    := $(SITE_VENV)/bin/python
 SUBMISSIONS ?= submissions
 GRADES ?= grades
-# The environment of the committed outputs (quick size, no progress bars, AVX2 kernels) is RUN_ENV in
+# The environment of the committed outputs (quick size, no progress bars, fixed CPU code paths) is RUN_ENV in
 # tools/notebooks.py; conftest.py applies it to every pytest run, so no target repeats it here.
 
 .PHONY: setup teach-setup sandbox-setup lab test test-all test-units test-envs test-browser test-loaded test-smoke test-full lint notebooks headers \
@@ -43,9 +43,12 @@ LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 # JupyterLab draws the widgets saved in a notebook (before any cell runs) only in a trusted notebook,
 # and a fresh clone's notebooks are not trusted yet: `jupyter trust` records them as the learner's own.
 # A learner opens the learner's versions (student/): the lessons with their outputs, the exercises to do.
+# The CPU code paths of the committed outputs (CPU_ENV in tools/notebooks.py), so a learner's run on an
+# x86 CPU prints the same numbers as the course's; a variable already set in your shell is kept.
 lab: setup  ## open the course in JupyterLab
 	$(VENV)/bin/jupyter trust student/*.ipynb >/dev/null
-	$(VENV)/bin/jupyter lab $(LAB_ARGS) student/
+	MKL_CBWR=$${MKL_CBWR:-COMPATIBLE} ONEDNN_MAX_CPU_ISA=$${ONEDNN_MAX_CPU_ISA:-AVX2} \
+	ATEN_CPU_CAPABILITY=$${ATEN_CPU_CAPABILITY:-avx2} $(VENV)/bin/jupyter lab $(LAB_ARGS) student/
 
 test: test-units  ## unit tests, the classroom kit end to end, lint, then every notebook under nbval (quick size)
 	$(TPY) -m pytest notebooks student
@@ -60,7 +63,7 @@ test-units: teach-setup sandbox-setup  ## `make test` without the notebooks: uni
 	$(TPY) -m pytest tests
 	$(TEACH_VENV)/bin/ruff check .
 
-test-envs: teach-setup  ## Colab-shaped (Python 3.13, torch 2.11) and oldest (3.10, torch 2.4): nbval, unit tests
+test-envs: teach-setup  ## Colab-shaped (Python 3.13, torch 2.11) and oldest (3.10, torch 2.5): nbval, unit tests
 	$(TPY) tools/environments.py test colab oldest
 
 test-browser: setup teach-setup  ## JupyterLab in headless Chromium: widgets drawn, run, and answering a click

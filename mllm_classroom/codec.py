@@ -100,14 +100,29 @@ def _walk(value, seen, depth=0):
             yield from _walk(item, seen, depth + 1)
 
 
+def _view_alone(tensor: torch.Tensor) -> torch.Tensor:
+    """A copy of a view that has its layout (its strides: a slice with gaps in memory stays one) and none of
+    the rest of its storage: the gaps hold zeros. A view whose elements overlap goes as a plain copy."""
+    t = tensor.detach()
+    if t.numel() == 0 or t.is_contiguous() or any(s <= 0 for s, n in zip(t.stride(), t.shape, strict=True) if n > 1):
+        return t.clone(memory_format=torch.contiguous_format)
+    span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True))
+    view = torch.zeros(span, dtype=t.dtype, device=t.device).as_strided(t.shape, t.stride())
+    try:
+        view.copy_(t)
+    except RuntimeError:  # strides under which elements overlap
+        return t.clone(memory_format=torch.contiguous_format)
+    return view
+
+
 def pack_call(args: tuple, kwargs: dict) -> bytes:
     """The pickle of a call's arguments, as the student's function will get them (a deep copy, no hooks; a view
-    of a larger tensor goes as a copy of what it shows, never with the rest of its storage)."""
+    of a larger tensor goes as a copy of what it shows, laid out as it is, never with the rest of its storage)."""
     memo = {}
     for _, obj in stateful(args, kwargs):
         if isinstance(obj, torch.Tensor) and type(obj) in (torch.Tensor, torch.nn.Parameter) \
                 and obj.untyped_storage().nbytes() > obj.numel() * obj.element_size():
-            alone = obj.detach().clone()
+            alone = _view_alone(obj)
             memo[id(obj)] = torch.nn.Parameter(alone, obj.requires_grad) if isinstance(obj, torch.nn.Parameter) \
                 else alone.requires_grad_(obj.requires_grad)
     copied = copy.deepcopy((tuple(args), dict(kwargs)), memo)

@@ -138,6 +138,7 @@ def grade_one(lesson_path: Path, file: Path, zygote: Zygote, limits: sandbox.Lim
     """Grade one submission in a process of its own; its outcome (judge.Outcome as a dict)."""
     judge, pidfd = zygote.fork()
     job = {"lesson": str(lesson_path), "submission": str(file), "judge_fd": judge.fileno(), "timeout": timeout,
+           "import_mib": sandbox.import_mib(),
            "limits": limits.__dict__, "use_sandbox": use_sandbox}
     wall = WALL_FACTOR * timeout + WALL_MARGIN
     process = subprocess.Popen([sys.executable, "-m", "mllm_classroom.judge"], stdin=subprocess.PIPE,

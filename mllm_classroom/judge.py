@@ -27,6 +27,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 
+from mllm_classroom import sandbox
 from mllm_classroom.channel import Channel, ChannelError, TimedOut
 from mllm_classroom.lessons import tasks
 from mllm_classroom.sandbox import Limits, Sandbox
@@ -328,7 +329,10 @@ def withhold(outcome: Outcome, first_flagged: int | None, ran: dict, plan) -> No
 
 def main() -> int:
     job = json.loads(sys.stdin.read())
-    memory = int(job.get("grader_memory_mib", 4096)) * 1024 * 1024
+    # What importing PyTorch maps (3 GiB for a CUDA build) comes on top, as in the sandboxes.
+    if job.get("import_mib"):
+        sandbox.use_import_mib(job["import_mib"])
+    memory = (int(job.get("grader_memory_mib", 4096)) + sandbox.import_mib()) * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     judge = Channel.from_fd(int(job["judge_fd"]), 64 * 1024 * 1024)
     try:

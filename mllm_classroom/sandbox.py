@@ -81,6 +81,40 @@ class Limits:
     threads: int = 1
 
 
+_import_mib: int | None = None  # import_mib(), measured once per process or handed down by the grader
+
+
+def import_mib() -> int:
+    """The address space (MiB) a process of this Python maps by importing torch and the course package.
+
+    About 0.6 GiB with a CPU build of PyTorch and 3 GiB with a CUDA build (what `pip install torch` gives
+    on Linux), nearly all of it never touched. Each process's address-space limit is this plus the memory
+    limit, so that a CUDA build is not refused at `import torch`; the memory it really uses is bounded by
+    the sandbox's cgroup where there is one. Measured once, in a process of its own; the grader hands its
+    measure to each submission's process (``use_import_mib``)."""
+    global _import_mib
+    if _import_mib is None:
+        _import_mib = _measure_import_mib()
+    return _import_mib
+
+
+def use_import_mib(mib: int) -> None:
+    """Take ``import_mib()`` as measured by the grader, not again in this process."""
+    global _import_mib
+    _import_mib = int(mib)
+
+
+def _measure_import_mib() -> int:
+    code = ("import torch, mllm_utils\n"
+            "print(next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmPeak:')) // 1024)")
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                              stdin=subprocess.DEVNULL)
+        return int(done.stdout.strip())
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return MAX_MEMORY_MIB  # not measured: as much again as the largest limit
+
+
 def memory_mib(peak_mib: float | None) -> int:
     """The memory limit for a notebook whose measured peak was ``peak_mib`` (None: never measured)."""
     if not peak_mib:
@@ -146,7 +180,8 @@ def describe_limits(limits: Limits) -> str:
     calls = "" if seccomp_filter() is not None else "; no seccomp filter (libseccomp missing)"
     if where:
         return f"per sandbox ({where}): {limits.memory_mib} MiB, {limits.processes} processes{calls}"
-    return f"per process only (no cgroup here): {limits.memory_mib} MiB each, {limits.processes} processes{calls}"
+    return (f"per process only (no cgroup here): {limits.memory_mib} MiB each besides the {import_mib()} MiB of "
+            f"address space that importing PyTorch maps, {limits.processes} processes{calls}")
 
 
 def _cgroup2_parent() -> Path:
@@ -354,7 +389,7 @@ def bwrap_command(limits: Limits, argv: list[str], info_fd: int, uid: int | None
     args += ["--"]
     if uid is not None:
         args += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
-    args += ["prlimit", f"--as={limits.memory_mib * MIB}", f"--nproc={limits.processes}",
+    args += ["prlimit", f"--as={(limits.memory_mib + import_mib()) * MIB}", f"--nproc={limits.processes}",
              f"--fsize={limits.file_mib * MIB}", "--core=0", "--nofile=1024", "--"]
     return args + argv
 

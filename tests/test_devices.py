@@ -45,6 +45,9 @@ from mllm_utils import (
 )
 from mllm_utils import train as train_loop
 
+# Loading a checkpoint into a model on meta copies nothing, and torch says so: expected here.
+pytestmark = pytest.mark.filterwarnings("ignore:for .*copying from a non-meta parameter:UserWarning")
+
 META = torch.device("meta")
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
@@ -109,12 +112,22 @@ class CudaRules(TorchFunctionMode):
                 torch.__future__.set_swap_module_params_on_conversion(True)
 
         torch.nn.Module.load_state_dict = load_state_dict
+        # torch 2.4's swap_tensors finds the parameter's gradient edge through view_as, which has none
+        # under no_grad (a move inside one) or through a torch function mode: swap without either.
+        self._swap_tensors = swap_tensors = torch.utils.swap_tensors
+
+        def swap_without_the_mode(t1, t2):
+            with torch._C.DisableTorchFunction(), torch.enable_grad():
+                return swap_tensors(t1, t2)
+
+        torch.utils.swap_tensors = swap_without_the_mode
         torch.__future__.set_swap_module_params_on_conversion(True)
         return super().__enter__()
 
     def __exit__(self, *exc):
         torch.__future__.set_swap_module_params_on_conversion(self._swap)
         torch.nn.Module.load_state_dict = self._load
+        torch.utils.swap_tensors = self._swap_tensors
         return super().__exit__(*exc)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):

@@ -262,3 +262,17 @@ def test_pair_gives_an_inheritable_end_for_the_child_only():
     a, b = pair()
     assert not a.get_inheritable() and b.get_inheritable()
     assert a.family == socket.AF_UNIX
+
+
+def test_a_view_with_gaps_arrives_as_one_and_without_the_rest_of_its_storage():
+    """A check that hands over a slice (02's `contexts[:5, :2]`) tests code that needs `reshape`, not `view`:
+    the student's function gets a tensor laid out the same way, and nothing of what the slice leaves out."""
+    whole = torch.arange(1, 41).reshape(10, 4)
+    for view in (whole[:5, :2], whole[::2], whole.t()[:2], whole[2:5, 1:3]):
+        (got,), _ = codec.unpack_call(codec.pack_call((view,), {}))
+        assert torch.equal(got, view) and got.stride() == view.stride() and not got.is_contiguous()
+        with pytest.raises(RuntimeError):
+            got.view(-1)
+        shown = set(view.flatten().tolist())
+        stored = torch.tensor([], dtype=got.dtype).set_(got.untyped_storage()).tolist()
+        assert set(stored) <= shown | {0}, "the student's copy holds values the slice does not show"

@@ -73,3 +73,18 @@ def test_no_new_namespaces_or_tracing_inside():
             "t = threading.Thread(target=print)\nt.start()\nt.join()\n"
             "assert subprocess.run(['true']).returncode == 0")
     assert run(code) == {"ok": True}
+
+
+def test_the_address_space_limit_leaves_room_for_importing_torch():
+    """A CUDA build of PyTorch maps about 3 GiB at import: the limit is the memory limit plus what this
+    Python's import maps, so a worker starts with any build (the memory itself is bounded by the cgroup)."""
+    import torch
+
+    mapped = sandbox.import_mib()
+    assert 100 < mapped < 64 * 1024
+    if torch.version.cuda:
+        assert mapped > 2048, mapped  # the reason for it: more than the smallest memory limit
+    limits = sandbox.Limits(memory_mib=2048)
+    command = sandbox.bwrap_command(limits, ["true"], info_fd=3, uid=None)
+    assert f"--as={(2048 + mapped) * sandbox.MIB}" in command
+    assert run("import torch\nx = torch.ones(1000)\nassert float(x.sum()) == 1000.0\n", limits) == {"ok": True}

@@ -31,18 +31,24 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 BADGE_TAG = "colab-badge"
 SETUP_TAG = "colab-setup"
-# Environment of every committed run (and of `pytest`): quick size, no progress bars, and on x86
-# CPUs the AVX2 code paths of MKL, oneDNN and PyTorch's own kernels. An AVX-512 CPU otherwise sums
-# in another order, and a training run that amplifies the last bit (notebook 05's RNN) prints other
-# accuracies; with the cap every AVX2 or AVX-512 machine computes the committed floats.
-# (Other CPUs ignore these variables; see the README, "Outputs that may differ on your machine".)
+# Environment of every committed run (and of `pytest`): quick size, no progress bars, a fixed hash
+# seed, and on x86 CPUs fixed code paths for the float sums: MKL's conditional numerical
+# reproducibility mode COMPATIBLE (the same results on Intel and AMD CPUs, with any number of
+# threads; MKL's "AVX2" mode is honoured on Intel only and falls back to the CPU's own path on AMD),
+# and the AVX2 kernels of oneDNN and of PyTorch itself. Without them an AVX-512 or an AMD CPU sums in
+# another order, and a training run that amplifies the last bit (notebooks 03 and 05) prints other
+# accuracies. `make lab` and the Colab setup cell set the same three variables (CPU_ENV).
+# (Other CPUs ignore them; see the README, "Outputs that may differ on your machine".)
+CPU_ENV = {
+    "MKL_CBWR": "COMPATIBLE",
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "ATEN_CPU_CAPABILITY": "avx2",
+}
 RUN_ENV = {
     "MLLM_QUICK": "1",
     "TQDM_DISABLE": "1",
     "PYTHONHASHSEED": "0",
-    "MKL_CBWR": "AVX2",
-    "ONEDNN_MAX_CPU_ISA": "AVX2",
-    "ATEN_CPU_CAPABILITY": "avx2",
+    **CPU_ENV,
 }
 
 
@@ -69,6 +75,7 @@ def badge_source(path: Path, url: str) -> str:
 
 def setup_source(url: str) -> str:
     folder = url.rsplit("/", 1)[-1]
+    cpu_env = CPU_ENV
     # Silent when it works: the cell's output is then the same in Colab and everywhere else, so the
     # Colab-shaped test environment (tools/environments.py) compares it like every other cell.
     return f'''# Setup for Google Colab: fetch the course and install its package. Does nothing elsewhere.
@@ -79,6 +86,10 @@ if "google.colab" in sys.modules:
     import os
     import subprocess
 
+    # The CPU code paths of the course's own runs, read when torch is first imported (see the README,
+    # "Outputs that may differ on your machine"); a variable you set yourself is kept.
+    for name, value in {cpu_env!r}.items():
+        os.environ.setdefault(name, value)
     REPO_URL = "{url}"
     # Where the course is cloned (MLLM_COURSE_DIR names another folder, e.g. a clone you already have).
     REPO_DIR = os.environ.get("MLLM_COURSE_DIR", "/content/{folder}")
