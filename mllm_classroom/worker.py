@@ -564,6 +564,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("MPLBACKEND", "Agg")
     channel = Channel.from_fd(args.fd, args.limit_mib * 1024 * 1024)
+    # A grader started in the background (nohup, cron, a CI runner) hands SIGINT down as ignored, and Python
+    # then keeps it ignored: a cell past its time limit could not be interrupted. Interrupts must work.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if args.role == "judge":
         signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # forked judges are reaped by the kernel
     try:

@@ -345,6 +345,8 @@ class Watch(threading.Thread):
                 except OSError:
                     continue
                 fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+                if fields.get("State", "").strip().startswith("Z"):
+                    continue  # ended, not yet reaped: holds no memory and runs nothing
                 uid = int(fields.get("Uid", "0").split()[0])
                 rss = self.pss_mib(pid)
                 if uid >= sandbox.UID_BASE:

@@ -88,3 +88,25 @@ def test_the_address_space_limit_leaves_room_for_importing_torch():
     command = sandbox.bwrap_command(limits, ["true"], info_fd=3, uid=None)
     assert f"--as={(2048 + mapped) * sandbox.MIB}" in command
     assert run("import torch\nx = torch.ones(1000)\nassert float(x.sum()) == 1000.0\n", limits) == {"ok": True}
+
+
+def test_a_cell_can_be_interrupted_when_the_grader_was_started_with_sigint_ignored():
+    """A grader started in the background (nohup, cron, a CI runner) passes SIGINT on as ignored: the worker
+    must still stop a cell that runs past its time when interrupted."""
+    import signal
+    import time
+
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)  # what the worker inherits, as from `nohup ... &`
+    try:
+        box = sandbox.Sandbox("student", sandbox.Limits(memory_mib=2048))
+        channel = box.start()
+    finally:
+        signal.signal(signal.SIGINT, before)
+    try:
+        channel.send({"op": "run", "code": "while True:\n    pass\n"})
+        time.sleep(2)
+        box.interrupt()
+        reply = channel.recv(timeout=20)[0]
+        assert reply["ok"] is False and reply["ename"] == "KeyboardInterrupt", reply
+    finally:
+        box.kill()
