@@ -103,6 +103,8 @@ def test_a_cell_can_be_interrupted_when_the_grader_was_started_with_sigint_ignor
     finally:
         signal.signal(signal.SIGINT, before)
     try:
+        channel.send({"op": "run", "code": "started = True\n"})  # the worker has started (torch imported)
+        assert channel.recv(timeout=120)[0] == {"ok": True}
         channel.send({"op": "run", "code": "while True:\n    pass\n"})
         time.sleep(2)
         box.interrupt()
