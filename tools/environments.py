@@ -45,7 +45,7 @@ NBVAL = ["--nbval", "--nbval-current-env", "--nbval-sanitize-with", "tests/nbval
 
 
 def lowest_torch() -> str:
-    """The lowest torch the package declares (``torch>=2.4`` -> ``2.4.0``)."""
+    """The lowest torch the package declares (``torch>=2.5`` -> ``2.5.0``)."""
     for dep in project()["dependencies"]:
         name, _, bound = dep.partition(">=")
         if name.strip() == "torch":
