@@ -14,7 +14,7 @@ GRADES ?= grades
 # The environment of the committed outputs (quick size, no progress bars, fixed CPU code paths) is RUN_ENV in
 # tools/notebooks.py; conftest.py applies it to every pytest run, so no target repeats it here.
 
-.PHONY: setup teach-setup sandbox-setup lab test test-all test-units test-envs test-browser test-loaded test-smoke test-full lint notebooks headers \
+.PHONY: setup teach-setup sandbox-setup lab test test-all test-units test-envs test-browser test-loaded test-perturbed test-smoke test-full lint notebooks headers \
 	benchmarks lock clean release grade site site-setup test-site
 
 setup: $(VENV)/.installed
@@ -43,12 +43,15 @@ LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 # JupyterLab draws the widgets saved in a notebook (before any cell runs) only in a trusted notebook,
 # and a fresh clone's notebooks are not trusted yet: `jupyter trust` records them as the learner's own.
 # A learner opens the learner's versions (student/): the lessons with their outputs, the exercises to do.
-# The CPU code paths of the committed outputs (CPU_ENV in tools/notebooks.py), so a learner's run on an
-# x86 CPU prints the same numbers as the course's; a variable already set in your shell is kept.
-lab: setup  ## open the course in JupyterLab
+# JupyterLab's root is the course's folder, so that solutions/ (linked after each exercise) opens offline
+# in the same lab; it starts in student/. The CPU code paths of the committed outputs (CPU_ENV in
+# tools/notebooks.py), so a learner's run on an x86 CPU prints the same numbers as the course's; a
+# variable already set in your shell is kept.
+lab: setup  ## open the course in JupyterLab, in student/ (solutions/ beside it)
 	$(VENV)/bin/jupyter trust student/*.ipynb >/dev/null
 	MKL_CBWR=$${MKL_CBWR:-COMPATIBLE} ONEDNN_MAX_CPU_ISA=$${ONEDNN_MAX_CPU_ISA:-AVX2} \
-	ATEN_CPU_CAPABILITY=$${ATEN_CPU_CAPABILITY:-avx2} $(VENV)/bin/jupyter lab $(LAB_ARGS) student/
+	ATEN_CPU_CAPABILITY=$${ATEN_CPU_CAPABILITY:-avx2} $(VENV)/bin/jupyter lab $(LAB_ARGS) \
+	--ServerApp.root_dir=. --LabApp.default_url=/lab/tree/student
 
 test: test-units  ## unit tests, the classroom kit end to end, lint, then every notebook under nbval (quick size)
 	$(TPY) -m pytest notebooks student
@@ -86,8 +89,14 @@ test-site: site  ## the built site in headless Chromium, offline: pages, links, 
 	bash tools/browser-setup.sh $(SITE_VENV)
 	$(SPY) tools/site_test.py
 
-test-loaded: teach-setup  ## every notebook (lessons and learner's versions) under nbval while busy processes load every core
-	$(TPY) tools/under_load.py -- $(TPY) -m pytest -q notebooks/ student/
+# Three nbval runs side by side, with one busy process besides: every notebook as committed, and the lessons
+# again under two perturbed numerical setups (tools/perturb.py: other CPU kernels and two threads; one weight
+# nudged by 1e-7 before training), which stand in for another machine's last bits on this one.
+test-loaded: teach-setup  ## every notebook under nbval on a busy machine, side by side with the lessons under two perturbed numerical setups
+	$(TPY) tools/under_load.py --busy 1 -- $(TPY) tools/perturb.py --plain notebooks/ student/ -- notebooks/
+
+test-perturbed: teach-setup  ## the lessons' outputs compared under the two perturbed numerical setups only (NB=path for one)
+	$(TPY) tools/perturb.py -- $(or $(NB),notebooks/)
 
 test-smoke: setup  ## every notebook's full-size code paths (full data, models, plots), training capped to a few steps
 	$(PY) tools/full_size.py smoke

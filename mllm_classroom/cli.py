@@ -45,6 +45,9 @@ def parser() -> argparse.ArgumentParser:
     gra.add_argument("--timeout", type=positive_int, default=None,
                      help=f"seconds a cell may run (default: {TIMEOUT_FACTOR}x the notebook's measured run time, "
                           f"at least {MIN_CELL_TIMEOUT})")
+    gra.add_argument("--budget", type=positive_int, default=None, metavar="SECONDS",
+                     help="seconds one submission's own process may use in all, its cells and the calls of its "
+                          "functions (default: 4x the notebook's measured run time, at least 120)")
     gra.add_argument("--no-sandbox", action="store_true",
                      help="run submissions with your own rights, outside the sandbox (unsafe; every row says so)")
     gra.add_argument("--lms", choices=LAYOUTS, default=None,
@@ -116,7 +119,7 @@ def grade_command(args, lessons: list[Path]) -> tuple[list, list[str]]:
     with tempfile.TemporaryDirectory(prefix="mllm-lms-") as tmp:
         folder = download.lay_out(Path(tmp) / "students", lms_import.roster(sheet, download))
         results = grade(folder, lessons, args.out, args.jobs, args.timeout, not args.no_sandbox,
-                        annotate=download.annotate)
+                        annotate=download.annotate, budget=args.budget)
     write_csv(args.out / "files.csv", *download.manifest())
     kinds = {}
     for up in download.uploads:

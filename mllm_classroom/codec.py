@@ -396,6 +396,7 @@ def encode(value, blobs: list, module_init=None, depth=0, budget=None, handles=N
         init = module_init(value) if module_init else None
         state = {k: encode(v, blobs, None, depth + 1, budget) for k, v in value.state_dict().items()}
         data = {"$": "module", "class": type(value).__name__, "module": type(value).__module__,
+                "bases": [c.__name__ for c in type(value).__mro__[1:] if c.__module__ == "__main__"][:16],
                 "init": None if init is None else encode([list(init[0]), dict(init[1])], blobs, None, depth + 1,
                                                           budget),
                 "state": state, "training": value.training}
@@ -527,8 +528,12 @@ def decode(data, blobs: list[bytes], depth=0, budget=None):
                     raise DecodeError("a module weight that is not a tensor")
                 weights[key] = tensor
             handle = data.get("handle")
+            bases = data.get("bases")
+            if not (type(bases) is list and len(bases) <= 16 and all(type(b) is str and len(b) <= 200
+                                                                    for b in bases)):
+                raise DecodeError("a module without the names of its classes")
             return ModuleData(name, where, init, weights, data.get("training") is True,
-                              handle if type(handle) is int else None)
+                              handle if type(handle) is int else None, bases)
     except KeyError as error:
         raise DecodeError(f"a {kind!r} without its field {error}") from None
     raise DecodeError(f"an unknown kind of value {str(kind)[:40]!r}")
@@ -544,15 +549,30 @@ class ModuleData:
     """A module as the student's side described it: class name, constructor arguments, weights, and the number
     under which the student's process keeps the module itself (to run its forward there)."""
 
-    def __init__(self, name, where, init, weights, training, handle=None):
+    def __init__(self, name, where, init, weights, training, handle=None, bases=None):
         self.name, self.where, self.init, self.weights, self.training = name, where, init, weights, training
         self.handle = handle
+        self.bases = bases  # the notebook's own classes it is built on, nearest first
 
     def __repr__(self):
         return f"<a {self.name} from the student's side>"
 
 
 MAX_INIT_INT = 100_000  # a size in a model's constructor arguments (the lessons' largest is 4,096)
+MAX_REBUILD_BYTES = 256 * 2**20  # all tensors of a rebuilt module, buffers that are not sent back included
+
+
+def module_bytes(module: torch.nn.Module) -> int:
+    """What a module's tensors take: parameters, buffers (persistent or not) and tensors kept as attributes."""
+    seen, total = set(), 0
+    for sub in module.modules():
+        tensors = [*sub._parameters.values(), *sub._buffers.values(),
+                   *(v for v in vars(sub).values() if isinstance(v, torch.Tensor))]
+        for t in tensors:
+            if isinstance(t, torch.Tensor) and id(t) not in seen:
+                seen.add(id(t))
+                total += t.numel() * t.element_size()
+    return total
 
 
 def _plain_init(value, depth=0) -> bool:
@@ -577,6 +597,11 @@ def rebuild_module(data: ModuleData, classes: dict) -> torch.nn.Module:
         raise DecodeError(f"a {data.name}, which is not a model class of this notebook")
     if data.init is None:
         raise DecodeError(f"a {data.name} whose constructor arguments are unknown")
+    ours = [c.__name__ for c in cls.__mro__[1:] if c.__module__ == "__main__"][:16]
+    if data.bases is not None and data.bases != ours:  # a GRUModel that is not a SequenceModel, as asked
+        theirs = ", ".join(data.bases) or "no class of the notebook"
+        raise DecodeError(f"a {data.name} built on {theirs}, not on {', '.join(ours) or 'nn.Module alone'} "
+                          "as the exercise asks")
     args, kwargs = data.init
     if not all(_plain_init(v) for v in [*args, *kwargs.values()]) or "device" in kwargs or len(args) > 16:
         raise DecodeError(f"a {data.name} built from arguments that are not plain numbers or strings (each at "
@@ -590,6 +615,10 @@ def rebuild_module(data: ModuleData, classes: dict) -> torch.nn.Module:
     mine = shell.state_dict()
     if set(mine) != set(data.weights) or any(tuple(mine[k].shape) != tuple(data.weights[k].shape) for k in mine):
         raise DecodeError(f"a {data.name} whose weights do not fit {data.name}{tuple(args)}")
+    size = module_bytes(shell)  # sizes the student chose (a mask of context_len squared) cost nothing yet
+    if size > MAX_REBUILD_BYTES:
+        raise DecodeError(f"a {data.name} that would take {size / 2**20:,.0f} MiB to rebuild (at most "
+                          f"{MAX_REBUILD_BYTES // 2**20} MiB)")
     module = cls(*args, **kwargs)
     load_weights(module, data.weights, None)
     module.train(data.training)

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,16 @@ from mllm_classroom.lessons import ClassroomError, cell_timeout, measured_peak_m
 JUDGE_MEMORY_FACTOR = 2  # the judge holds the lesson's state and one forked copy at a time
 WALL_FACTOR = 3  # a submission's whole grading may take this many cell timeouts, plus WALL_MARGIN
 WALL_MARGIN = 120
+# The time a submission's own process may use in all (its cells and the calls of its functions), unless the
+# teacher sets it (--budget): BUDGET_FACTOR times the lesson's measured run, at least MIN_BUDGET seconds.
+BUDGET_FACTOR = 4
+MIN_BUDGET = 120
+
+
+def default_budget(lesson) -> int:
+    from mllm_classroom.lessons import measured_seconds
+
+    return int(max(MIN_BUDGET, BUDGET_FACTOR * (measured_seconds(lesson) or 0)))
 
 
 @dataclass
@@ -57,15 +68,16 @@ class Result:
 
 
 def find_submission(folder: Path, stem: str) -> tuple[Path | None, list[str]]:
-    """The file in a student's folder that holds notebook ``stem``; several: the newest, and review says so."""
+    """The file in a student's folder that holds notebook ``stem``; several: none (which one is the student's is
+    for the teacher to say), and why."""
     matches = sorted((p for p in folder.glob("*.ipynb") if p.name.startswith(stem) and p.is_file()
                       and not p.is_symlink()), key=lambda p: (p.stat().st_mtime, p.name))
     if not matches:
         return None, []
     if len(matches) > 1:
         names = ", ".join(p.name for p in matches)
-        return matches[-1], [f"{len(matches)} files claim to be this student's {stem} ({names}): "
-                             f"graded {matches[-1].name}, held for review"]
+        return None, [f"{len(matches)} files claim to be this student's {stem} ({names}): none graded, held "
+                      "for review"]
     return matches[0], []
 
 
@@ -92,6 +104,36 @@ class Zygote:
                 self.box.kill()
                 raise ClassroomError(f"{lesson_path.name}: the lesson's cell {index} raised {reply.get('ename')} "
                                      f"in the judge: {reply.get('evalue')}")
+
+    def reference(self, lesson_path: Path, timeout: int) -> dict:
+        """The seconds each check takes in a judge with the lesson's own solutions (a fork of this one, run to
+        the end): what the calls of a submission's functions in that check are given (judge.CALL_FACTOR)."""
+        lesson = nbformat.read(lesson_path, as_version=4)
+        plan = tasks(lesson)
+        first = plan[0].check if plan else len(lesson.cells)
+        checks = {t.check: t.name for t in plan}
+        seconds = {}
+        try:
+            channel, pidfd = self.fork()
+        except (ChannelError, OSError):  # no reference: every call gets the check's whole time
+            return seconds
+        try:
+            for index in range(first, len(lesson.cells)):
+                cell = lesson.cells[index]
+                if cell.cell_type != "code" or not cell.source.strip():
+                    continue
+                start = time.monotonic()
+                channel.send({"op": "run", "code": cell.source})
+                channel.recv(timeout=timeout * 2 + 60)
+                if index in checks:
+                    seconds[checks[index]] = round(time.monotonic() - start, 3)
+            channel.send({"op": "exit"})
+        except (ChannelError, OSError):  # no reference: every call gets the check's whole time
+            pass
+        finally:
+            channel.close()
+            end(pidfd)
+        return seconds
 
     def fork(self) -> tuple[Channel, int | None]:
         """A judge for one more submission: the grader's end of its channel, and a pidfd to end it with."""
@@ -134,13 +176,13 @@ def end(pidfd: int | None) -> None:
 
 
 def grade_one(lesson_path: Path, file: Path, zygote: Zygote, limits: sandbox.Limits, timeout: int,
-              use_sandbox: bool) -> dict:
+              use_sandbox: bool, budget: int | None = None, reference: dict | None = None) -> dict:
     """Grade one submission in a process of its own; its outcome (judge.Outcome as a dict)."""
     judge, pidfd = zygote.fork()
     job = {"lesson": str(lesson_path), "submission": str(file), "judge_fd": judge.fileno(), "timeout": timeout,
-           "import_mib": sandbox.import_mib(),
+           "import_mib": sandbox.import_mib(), "budget": budget, "reference": reference or {},
            "limits": limits.__dict__, "use_sandbox": use_sandbox}
-    wall = WALL_FACTOR * timeout + WALL_MARGIN
+    wall = max(WALL_FACTOR * timeout, (budget or 0) + timeout) + WALL_MARGIN
     process = subprocess.Popen([sys.executable, "-m", "mllm_classroom.judge"], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, pass_fds=(judge.fileno(),),
                                start_new_session=True, text=True)
@@ -164,11 +206,13 @@ def grade_one(lesson_path: Path, file: Path, zygote: Zygote, limits: sandbox.Lim
 
 
 def grade_shard(lessons: list[Path], students: dict[str, Path], threads: int, timeout: int | None,
-                use_sandbox: bool = True) -> list[Result]:
+                use_sandbox: bool = True, budget: int | None = None) -> list[Result]:
     results = []
     for path in lessons:
         lesson = nbformat.read(path, as_version=4)
         limit = timeout or cell_timeout(lesson)
+        seconds = budget or default_budget(lesson)
+        reference = None
         memory = sandbox.memory_mib(measured_peak_mib(lesson))
         limits = sandbox.Limits(memory_mib=memory, threads=threads)
         box = "bubblewrap" if use_sandbox else "off (--no-sandbox)"
@@ -180,26 +224,32 @@ def grade_shard(lessons: list[Path], students: dict[str, Path], threads: int, ti
                 results.append(result)
                 file, notes = find_submission(folder, path.stem)
                 result.review += notes
+                if notes:  # the points are left empty for the teacher, never the newest file's
+                    result.status = "held for review: " + notes[0]
+                    continue
                 if file is None:
                     result.status = "missing"
                     continue
                 if zygote is None:
                     judge_limits = sandbox.Limits(memory_mib=JUDGE_MEMORY_FACTOR * memory, threads=1)
                     zygote = Zygote(path, judge_limits, use_sandbox, limit)
+                    if reference is None:
+                        reference = zygote.reference(path, limit)
                 try:
-                    outcome = grade_one(path, file, zygote, limits, limit, use_sandbox)
+                    outcome = grade_one(path, file, zygote, limits, limit, use_sandbox, seconds, reference)
                 except (ChannelError, OSError) as error:  # the judge is gone: this row says so, a new one starts
                     outcome = {"status": f"grading failed: the judge stopped ({type(error).__name__}); grade "
                                          "this submission again"}
                     zygote.close()
                     zygote = None
+                except Exception as error:  # noqa: BLE001 - one submission's failure is its row, never the class's
+                    outcome = {"status": f"grading failed: {type(error).__name__}: {str(error)[:200]}"}
+                    print(f"mllm-classroom: grading {file} failed: {type(error).__name__}: {str(error)[:200]}",
+                          file=sys.stderr)
                 for key in ("status", "points", "notes", "review", "withheld", "verdicts", "seconds", "calls"):
                     if key in outcome:
                         value = outcome[key]
                         setattr(result, key, result.review + value if key == "review" else value)
-                if notes and result.status == "graded":  # two files for one student: nothing counts unseen
-                    result.withheld += sum(result.points.values())
-                    result.points = {k: 0.0 for k in result.points}
         finally:
             if zygote is not None:
                 zygote.close()
@@ -207,7 +257,7 @@ def grade_shard(lessons: list[Path], students: dict[str, Path], threads: int, ti
 
 
 def grade(submissions: Path, lessons: list[Path], out: Path, jobs: int = 2, timeout: int | None = None,
-          use_sandbox: bool = True, annotate=None) -> list[Result]:
+          use_sandbox: bool = True, annotate=None, budget: int | None = None) -> list[Result]:
     """Grade every student folder in ``submissions``; write grades.csv, totals.csv and feedback/ into ``out``."""
     from mllm_classroom.reports import write_reports
 
@@ -220,6 +270,8 @@ def grade(submissions: Path, lessons: list[Path], out: Path, jobs: int = 2, time
         raise ClassroomError(f"--jobs: got {jobs!r}, need a whole number of at least 1")
     if timeout is not None and (not isinstance(timeout, int) or timeout < 1):
         raise ClassroomError(f"--timeout: got {timeout!r}, need a whole number of seconds, at least 1")
+    if budget is not None and (not isinstance(budget, int) or budget < 1):
+        raise ClassroomError(f"--budget: got {budget!r}, need a whole number of seconds, at least 1")
     inside = [p for p in (out.resolve(), *out.resolve().parents) if p == submissions.resolve()]
     if inside:
         raise ClassroomError(f"--out: {out} is inside SUBMISSIONS; the submissions folder is never written")
@@ -230,7 +282,8 @@ def grade(submissions: Path, lessons: list[Path], out: Path, jobs: int = 2, time
     shards = [{name: students[name] for name in names[k::jobs]} for k in range(jobs)]
     threads = max(1, (os.cpu_count() or 1) // jobs)
     with tempfile.TemporaryDirectory(prefix="mllm-grade-"), ThreadPoolExecutor(jobs) as pool:
-        futures = [pool.submit(grade_shard, lessons, shard, threads, timeout, use_sandbox) for shard in shards]
+        futures = [pool.submit(grade_shard, lessons, shard, threads, timeout, use_sandbox, budget)
+                   for shard in shards]
         results = [result for future in futures for result in future.result()]
     results.sort(key=lambda r: (r.student, r.notebook))
     if annotate is not None:  # what the LMS said of each submission (mllm_classroom.lms.Download.annotate)

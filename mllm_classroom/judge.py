@@ -34,7 +34,12 @@ from mllm_classroom.sandbox import Limits, Sandbox
 
 MAX_NOTEBOOK_BYTES = 64 * 1024 * 1024
 INTERRUPT_GRACE = 20  # seconds a process has to answer after an interrupt before its sandbox is ended
-RELAYED = ("result", "observed", "state", "raised", "unsendable")
+# One call of a student's function may take CALL_FACTOR times what the whole check took with the lesson's own
+# solution (measured once per grading run: grade.Zygote.reference), and at least CALL_FLOOR seconds.
+CALL_FACTOR = 10
+CALL_FLOOR = 10.0
+MAX_FINDINGS = 20  # review's findings kept per submission (the rest counted)
+RELAYED = ("result", "observed", "state", "raised", "unsendable", "unreadable", "changed")
 
 
 @dataclass
@@ -137,32 +142,64 @@ class Stopped(Exception):
 
 
 class Grader:
-    def __init__(self, student: Sandbox, judge: Channel, timeout: int):
+    def __init__(self, student: Sandbox, judge: Channel, timeout: int, budget: float | None = None,
+                 reference: dict | None = None):
         self.student = student
         self.channel = student.channel
         self.judge = judge
         self.timeout = timeout
+        self.budget = budget  # seconds the student's process may use in all (cells and calls), or None
+        self.used = 0.0
+        self.reference = reference or {}  # exercise -> seconds its check took with the lesson's solution
+        self.call_limit = float(timeout)
         self.stopped: str | None = None
         self.notes: list[str] = []
         self.calls = 0
 
     def ask_student(self, header: dict, blobs=(), seconds: float | None = None):
-        """One request to the student's process and its answer; Stopped when it does not come."""
+        """One request to the student's process and its answer; Stopped when it does not come. The wait is
+        bounded by what is left of the submission's budget: past it, the process is ended."""
         if self.stopped:
             raise Stopped(self.stopped)
         seconds = self.timeout if seconds is None else max(1.0, seconds)
-        self.channel.send(header, blobs)
+        over_budget = False
+        if self.budget is not None:
+            left = self.budget - self.used
+            if left <= 0:
+                self.stop(f"it used its whole time budget ({self.budget:.0f} s)")
+                raise Stopped(self.stopped)
+            if left < seconds:
+                seconds, over_budget = left, True
+        start = time.monotonic()
         try:
-            return (*self.channel.recv(timeout=seconds), False)
-        except TimedOut:
-            self.student.interrupt()
+            self.channel.send(header, blobs)
             try:
-                return (*self.channel.recv(timeout=INTERRUPT_GRACE), True)
-            except ChannelError:
-                self.stop(f"ran past {seconds:.0f} s and did not stop when interrupted")
-        except ChannelError as error:
-            self.stop(self.why_gone(error))
-        raise Stopped(self.stopped)
+                return (*self.channel.recv(timeout=seconds), False)
+            except TimedOut:
+                if over_budget:
+                    self.stop(f"it used its whole time budget ({self.budget:.0f} s)")
+                    raise Stopped(self.stopped) from None
+                self.student.interrupt()
+                try:
+                    return (*self.channel.recv(timeout=INTERRUPT_GRACE), True)
+                except ChannelError:
+                    self.stop(f"ran past {seconds:.0f} s and did not stop when interrupted")
+            except ChannelError as error:
+                self.stop(self.why_gone(error))
+            raise Stopped(self.stopped)
+        finally:
+            self.used += time.monotonic() - start
+
+    def warm_up(self, seconds: float) -> None:
+        """Wait until the student's process is ready (Python, PyTorch and IPython loaded): not the student's
+        time, so not counted in the budget."""
+        budget, used, self.budget = self.budget, self.used, None
+        try:
+            self.ask_student({"op": "names", "names": []}, seconds=seconds)
+        except Stopped:
+            pass
+        finally:
+            self.budget, self.used = budget, used
 
     def why_gone(self, error) -> str:
         if not self.student.alive():
@@ -194,6 +231,10 @@ class Grader:
     def check(self, task, kinds: dict) -> tuple[list[dict], int]:
         """Run one exercise's check in the judge, relaying its calls to the student's process."""
         deadline = time.monotonic() + self.timeout
+        if task.name in self.reference and isinstance(self.reference[task.name], int | float):
+            self.call_limit = min(float(self.timeout), max(CALL_FLOOR, CALL_FACTOR * self.reference[task.name]))
+        else:
+            self.call_limit = float(self.timeout)
         values, blobs = {}, []
         wanted = [n for n, kind in kinds.items() if kind == "other"]
         if wanted:  # values the exercise's cell computed: as plain data, passed on unread
@@ -221,12 +262,22 @@ class Grader:
         request = {"op": "call", "name": header.get("name"), "watch": header.get("watch", []), "id": header.get("id")}
         if type(header.get("handle")) is int:
             request["handle"] = header["handle"]
+        limit = min(left, self.call_limit)
+        start = time.monotonic()
         try:
-            reply, out, interrupted = self.ask_student(request, blobs[:1], left)
+            reply, out, interrupted = self.ask_student(request, blobs[:1], limit)
+            while not interrupted and reply.get("op") == "nested":  # a function the judge runs and counts
+                self.judge.send({"op": "nested", "name": reply.get("name"), "args": reply.get("args")}, out)
+                answer, back = self.judge.recv(timeout=self.timeout + 60)
+                answer = {k: answer[k] for k in ("op", "raised") if k in answer}
+                reply, out, interrupted = self.ask_student(answer, back[:1],
+                                                           limit - (time.monotonic() - start))
         except Stopped as why:
             return {"stopped": str(why)}, []
         if interrupted:
-            return {"stopped": f"ran past {self.timeout} s and was stopped"}, []
+            self.notes.append(f"a call of {str(header.get('name'))[:60]} ran past {limit:.0f} s and was stopped")
+            return {"stopped": f"a call ran past {limit:.0f} s (this exercise's calls are given "
+                               f"{self.call_limit:.0f} s) and was stopped"}, []
         if reply.get("id") != header.get("id"):
             self.stop("answered another call than the one asked")
             return {"stopped": self.stopped}, []
@@ -257,14 +308,19 @@ def grade_submission(job: dict, judge: Channel) -> Outcome:
     try:
         findings = review(cells, Lesson(lesson), solutions, check_cells)
         first_flagged = min((f.cell for f in findings), default=None)
-        outcome.review = [str(f) for f in findings]
+        outcome.review = [str(f)[:300] for f in findings[:MAX_FINDINGS]]
+        if len(findings) > MAX_FINDINGS:
+            outcome.review.append(f"and {len(findings) - MAX_FINDINGS} more findings")
     except RecursionError:
         first_flagged = 0
         outcome.review = ["the notebook is nested too deeply to be read: held for review"]
     limits = Limits(**job["limits"])
     student = Sandbox("student", limits, job.get("use_sandbox", True))
     student.start()
-    grader = Grader(student, judge, int(job["timeout"]))
+    budget = job.get("budget")
+    reference = job.get("reference") if isinstance(job.get("reference"), dict) else {}
+    grader = Grader(student, judge, int(job["timeout"]), float(budget) if budget else None, reference)
+    grader.warm_up(max(120, 3 * int(job["timeout"])))  # a loaded machine may take long to import PyTorch
     try:
         first_check = plan[0].check if plan else len(lesson.cells)
         done = -1  # the last submitted cell run on the student's side
@@ -299,7 +355,7 @@ def grade_submission(job: dict, judge: Channel) -> Outcome:
             outcome.points[task.name] = task.points if passed else 0.0
             if failed:
                 outcome.verdicts[task.name] = failed[0]
-        outcome.notes += grader.notes
+        outcome.notes += grader.notes[:MAX_FINDINGS]
         if grader.stopped:
             outcome.notes.append(f"the notebook was stopped: {grader.stopped}")
     finally:

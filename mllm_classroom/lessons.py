@@ -46,6 +46,7 @@ class Exercise:
     name: str  # "ex1"
     grade_id: str  # "ex1-check"
     points: float
+    title: str = ""  # the task, by what the learner writes: "write encode, decode" (the solution's names)
 
 
 def grade_id(cell) -> str | None:
@@ -54,12 +55,16 @@ def grade_id(cell) -> str | None:
 
 def exercises(nb) -> list[Exercise]:
     """The graded (check) cells of a notebook, in order."""
-    found = []
+    found, written = [], ""
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("solution"):
+            names = defined_names(cell.source)[:3]
+            written = "write " + ", ".join(names) if names else ""
         if meta.get("grade"):
             found.append(Exercise(meta["grade_id"].removesuffix("-check"), meta["grade_id"],
-                                  float(meta.get("points", 0))))
+                                  float(meta.get("points", 0)), title=written))
+            written = ""
     return found
 
 
@@ -161,8 +166,21 @@ INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u034f\u061c\u115f\u11
 
 
 def plain_text(text: str) -> str:
-    """``text`` without terminal escapes and invisible or control characters (tabs and newlines kept)."""
-    return INVISIBLE.sub("", ESCAPES.sub("", str(text)))
+    """``text`` without terminal escapes and invisible or control characters (tabs and newlines kept), and
+    with what UTF-8 cannot hold (a lone surrogate such as ``"\\udcff"`` in an error message) replaced by ``?``:
+    no character a submission sends can stop a report from being written."""
+    try:
+        text = str(text)
+    except Exception:  # noqa: BLE001 - a value whose str() fails says nothing
+        text = "?"
+    text = text.encode("utf-8", "replace").decode("utf-8")
+    return INVISIBLE.sub("", ESCAPES.sub("", text))
+
+
+def capped(text: str, limit: int) -> str:
+    """``text`` (made plain) cut to at most ``limit`` characters, the cut said."""
+    text = plain_text(text)
+    return text if len(text) <= limit else text[: max(0, limit - 12)] + " [... cut]"
 
 
 def squeeze(text: str) -> str:

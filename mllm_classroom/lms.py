@@ -19,9 +19,12 @@ the names, or named with ``--lms``):
 Students are keyed by the LMS's own id; the name is kept for display. A file counts for a notebook when
 its name starts with the notebook's (``05_lstm-1.ipynb``, ``Copy of 05_lstm.ipynb``). Of several files
 for one notebook the newest upload is graded: Canvas's ``-N`` decides there, Moodle's file time; in a plain
-folder, where only a file's name says whose it is, the newest is graded and its points are held for the
-teacher (anyone could have named a file after a classmate). A Canvas name that reads as two students'
-(a name ending in ``_123``) is decided by the gradebook's roster, or not graded.
+folder, where only a file's name says whose it is, none is graded and the row's points are left empty for
+the teacher (anyone could have named a file after a classmate). A Canvas name is read by its fixed fields
+from the left (name, user id, attachment id): an id later in the name never counts; a name that reads as
+two students' (a name ending in ``_123``) is decided by the gradebook's roster, and without one its
+leftmost reading is taken only when that is a notebook, and held for the teacher when another file claims
+the same student.
 Every file of the download gets a row in ``files.csv`` saying what became of it; none is dropped.
 
 A zip is checked whole before anything is read out of it: a member that climbs out (``..``), is absolute,
@@ -75,6 +78,7 @@ class Upload:
     notebook: str | None = None
     what: str = ""  # what became of it (files.csv)
     readings: list = field(default_factory=list)  # Canvas: every way its name can be read (see parse_canvas)
+    unsure: bool = False  # whose it is rests on its name alone (a Canvas name with several readings, no roster)
 
 
 CANVAS_SPLIT = re.compile(r"_(?:(?P<late>LATE)_)?(?P<id>[1-9]\d*)_(?P<attachment>[1-9]\d*)_")
@@ -270,6 +274,7 @@ class Download:
     ignored: int = 0  # system files: __MACOSX/, .DS_Store, hidden files
     folders: list = field(default_factory=list)  # one folder per student: every student's folder, empty ones too
     chosen: dict = field(default_factory=dict)  # (student, notebook) -> the Upload graded
+    held: dict = field(default_factory=dict)  # (student, notebook) -> the files that claim it: none graded
     display: dict = field(default_factory=dict)  # student -> name to show
 
     @property
@@ -282,7 +287,7 @@ class Download:
 
     def choose(self, all_stems: list[str], graded_stems: list[str], roster: dict | None = None) -> None:
         """Match each file to a notebook; of several for one notebook, the newest is graded (in a plain folder,
-        where nothing but a file's name says whose it is, it is graded and held for the teacher to look at).
+        where nothing but a file's name says whose it is, none is graded: they are held for the teacher).
 
         A Canvas name that reads in more than one way is decided by the gradebook's ``roster`` (id -> the name
         Canvas shows): the reading whose name part is that student's name as Canvas writes it in the zip, else
@@ -291,15 +296,21 @@ class Download:
         groups: dict = {}
         for up in self.uploads:
             if len(up.readings) > 1:
+                # Fixed fields, read from the left: an id later in the name (the student's own file name) never
+                # counts. The roster may say that the leftmost id is no student's (a name ending in _123).
                 fits = up.readings
                 if roster:
                     named = [r for r in fits if r["id"] in roster and roster[r["id"]]
                              and canvas_zip_name(roster[r["id"]]) == r["name"]]
-                    fits = named or [r for r in fits if r["id"] in roster] or fits
-                if len(fits) > 1:
-                    fits = [r for r in fits if notebook_of(r["file"], all_stems)] or fits
-                if len(fits) == 1:
-                    take_reading(up, fits[0])
+                    known = [r for r in fits if r["id"] in roster]
+                    choice = named[0] if len(named) == 1 else known[0] if known else None
+                elif notebook_of(fits[0]["file"], all_stems):
+                    choice = fits[0]  # unsure when a later reading is a notebook too (whose is it, then?)
+                    up.unsure = any(notebook_of(r["file"], all_stems) for r in fits[1:])
+                else:
+                    choice = None
+                if choice is not None:
+                    take_reading(up, choice)
                 else:
                     ids = ", ".join(r["id"] for r in fits)
                     up.what = (f"its name reads as more than one student's ({ids}): not graded; pass the "
@@ -323,6 +334,14 @@ class Download:
                 groups.setdefault((up.student, up.notebook), []).append(up)
         for key, ups in groups.items():
             ups.sort(key=lambda u: u.order)
+            if len(ups) > 1 and (self.layout == "folders" or any(u.unsure for u in ups)):
+                # Only a name says whose each is (anyone can name a file after a classmate): none is graded,
+                # the row's points are left for the teacher, and every file is named.
+                self.held[key] = ups
+                for up in ups:
+                    up.what = (f"one of {len(ups)} files that claim to be this student's {key[1]}: none graded, "
+                               "held for the teacher")
+                continue
             self.chosen[key] = newest = ups[-1]
             newest.what = "graded"
             for up in ups[:-1]:
@@ -366,16 +385,19 @@ class Download:
                 counts[up.student, up.notebook] = counts.get((up.student, up.notebook), 0) + 1
         for r in results:
             r.display = self.display.get(r.student, "")
+            held = self.held.get((r.student, r.notebook))
+            if held:  # none graded: the points are left empty for the teacher
+                names = ", ".join(self.prefix + u.path for u in held)
+                r.status = (f"held for review: {len(held)} files claim to be this student's {r.notebook} "
+                            f"({names}); none graded, grade by hand")
+                r.points = {}
+                r.review.append(f"{len(held)} files claim to be this student's {r.notebook}: none graded")
+                r.file = names
             up = self.chosen.get((r.student, r.notebook))
             if up is not None:
                 r.late, r.file = ("late" if up.late else ""), self.prefix + up.path
                 many = counts.get((r.student, r.notebook), 1)
-                if many > 1 and self.layout == "folders":  # only names say whose: nothing counts unseen
-                    r.review.append(f"{many} files claim to be this student's {r.notebook}; graded the newest, "
-                                    f"{up.file}: held until you have looked")
-                    r.withheld += sum(r.points.values())
-                    r.points = {k: 0.0 for k in r.points}
-                elif many > 1:
+                if many > 1:
                     how = "Canvas's resubmission number" if self.layout == "canvas" else "the file's time"
                     r.notes.insert(0, f"{many} files for {r.notebook}; graded the newest upload ({how}), {up.file}")
             if strays.get(r.student):

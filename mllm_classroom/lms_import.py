@@ -204,12 +204,17 @@ def scaled(points: float, full: float, maximum: float | None) -> str:
     return f"{round(value, 2):g}"
 
 
+HELD = "held for review"  # grade.py and lms.py: files that claim one student; the points are left empty
+
+
 def comment(mine: list, full: dict) -> str:
     """A student's short feedback comment: each notebook's points or why it has none. Nothing secret."""
     parts = []
     for r in mine:
         if r.status == "missing":
             parts.append(f"{r.notebook}: missing")
+        elif r.status.startswith(HELD):
+            parts.append(f"{r.notebook}: held for your teacher to grade (more than one file claims to be yours)")
         elif r.status != "graded":
             parts.append(f"{r.notebook}: {r.status.split(' (')[0].split(':')[0]}, 0 points")
         else:
@@ -231,7 +236,7 @@ def write_back(sheet: Sheet, results: list, lessons: list[Path], download, out: 
     if sheet.groups:  # Moodle team assignments: the download's folders are groups, found by their name
         names = {download.display.get(s, "").strip(): s for s in by_student}
         team_of = {index: names.get(group.replace("_", " ").strip()) for index, group in sheet.groups.items()}
-    filled, missing, rows = 0, 0, sheet.rows
+    filled, missing, rows, held = 0, 0, sheet.rows, []
     width = len(rows[0])
     if sheet.path is None:  # a minimal Canvas CSV: the download's students
         rows.append(["Points Possible", "", "", f"{total:g}"])
@@ -242,7 +247,10 @@ def write_back(sheet: Sheet, results: list, lessons: list[Path], download, out: 
         key = team_of.get(index) if sheet.groups else student
         mine = by_student.get(key, []) if key else []
         row = rows[index] = rows[index] + [""] * (width - len(rows[index]))
-        if any(r.status != "missing" for r in mine):
+        if any(r.status.startswith(HELD) for r in mine):  # the grade is left as it was, for the teacher
+            note = comment(mine, full)
+            held.append(student)
+        elif any(r.status != "missing" for r in mine):
             points = sum(sum(r.points.values()) for r in mine)
             row[sheet.column] = scaled(points, total, sheet.maximum)
             note = comment(mine, full)
@@ -264,6 +272,8 @@ def write_back(sheet: Sheet, results: list, lessons: list[Path], download, out: 
            if sheet.maximum and total and sheet.maximum != total else f"out of {total:g} points")
     column = f" in {sheet.title!r}" if sheet.title else ""
     lines = [f"{name}: {filled} students graded, {missing} missing (0){column}; {how}"]
+    if held:
+        lines.append(f"left empty in {name}, for you to grade (more than one file claims each): {', '.join(held)}")
     if unlisted:
         lines.append(f"not in the {sheet.lms.capitalize()} file, so not in {name}: {', '.join(unlisted)} "
                      "(see grades.csv; " + ("anonymous ids cannot be imported: grade them in SpeedGrader)"

@@ -120,8 +120,9 @@ def learner_version(lesson, stem: str, repository: str, folder: str = "student",
             task = by_check[index]
             link = nbformat.v4.new_markdown_cell(
                 f"**Solution.** Once your checks above pass, or if you are stuck, compare with "
-                f"[a solution to exercise {task.number}]({solution_url(repository, stem, task.number)}) "
-                f"(also in this course's `solutions/{stem}.md`).")
+                f"[a solution to exercise {task.number}](../solutions/{stem}.md#exercise-{task.number}) "
+                f"(in this course's `solutions/` folder, beside this one; in Colab, "
+                f"[the same on GitHub]({solution_url(repository, stem, task.number)})).")
             link.id = f"{cell.get('id', 'x')[:40]}-solution-link"[:64]
             cells.append(link)
     nb.cells = cells
@@ -188,9 +189,21 @@ def repository_url(root: Path) -> str:
 def write_atomically(path: Path, write) -> None:
     """``write(file)`` into a temporary file beside ``path``, then put it in place: never half a file."""
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8", newline="") as f:
+    with open(tmp, "w", encoding="utf-8", errors="replace", newline="") as f:  # no character stops a report
         write(f)
     os.replace(tmp, path)
+
+
+def run_times_kept() -> dict:
+    """The run time each notebook shows (mllm_utils/data/run_times.json, written by tools/run_times.py), by stem;
+    empty where the course's package is not installed (a notebook's own measured time is shown then)."""
+    import json
+    from importlib import resources
+
+    try:
+        return json.loads((resources.files("mllm_utils") / "data" / "run_times.json").read_text(encoding="utf-8"))
+    except (ModuleNotFoundError, FileNotFoundError):
+        return {}
 
 
 def write_release_readme(out: Path, rows: list[dict]) -> None:
@@ -199,7 +212,11 @@ def write_release_readme(out: Path, rows: list[dict]) -> None:
         "",
         "Open these. Each is a lesson with its outputs, and its exercises to do: a stub to replace with your",
         "code, and checks to run. Run a notebook from the top, write each exercise, run its checks, then compare",
-        "with the solution linked after them (all in `../solutions/`). A teacher hands these out as they are.",
+        "with the solution linked after them (all in [`../solutions/`](../solutions/), beside this folder in the",
+        "JupyterLab that `make lab` opens, so they open offline too). A teacher hands these out as they are.",
+        "",
+        "Run times are those `tools/notebooks.py run` measured (the README's course table and each notebook's",
+        "start line give the same figures).",
         "",
         "Made by `mllm-classroom release` (`make release`) from the lessons in `../notebooks/`; never edit them",
         "by hand (a test fails when they drift from the lessons).",
@@ -207,8 +224,10 @@ def write_release_readme(out: Path, rows: list[dict]) -> None:
         "| notebook | exercises | points | run time (quick size, 2-core CPU) |",
         "| --- | --- | --- | --- |",
     ]
+    kept = run_times_kept()
     for row in rows:
-        seconds = f"{row['seconds']:.0f} s" if row["seconds"] else "not measured"
+        seconds = row["seconds"] if row["notebook"] not in kept else kept[row["notebook"]]
+        seconds = f"{seconds:.0f} s" if seconds else "not measured"
         lines.append(f"| [{row['notebook']}]({row['notebook']}.ipynb) | {row['exercises']} | "
                      f"{row['points']:g} | {seconds} |")
     total = sum(row["points"] for row in rows)

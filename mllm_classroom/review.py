@@ -9,10 +9,14 @@ the check cells nbgrader restores, are trusted) and reports each thing an honest
 - modules that reach the interpreter, the kernel or the machine (``sys``, ``os``, ``gc``, ``ctypes``,
   ``inspect``, ``importlib``, ``IPython``, ``torch.overrides`` ...), and the ways around an import
   (``exec``, ``eval``, ``__import__``, a dynamic ``getattr``, ``globals()``, any ``__dunder__`` attribute);
-- the kernel itself (``get_ipython``, the cell history ``In`` / ``_ih``), files (``open``, paths such as
-  ``/proc`` or ``../``);
+- the kernel itself (``get_ipython``, the cell history ``In`` / ``_ih``; magics but ``%matplotlib``, timing
+  magics around code, which is read as a cell, help such as ``nn.RNN?`` and ``!`` commands that only describe
+  the machine), files (``open``, paths such as ``/proc`` or ``../``);
 - assignments to attributes of a module (``checks.check_close = ...``, ``torch.allclose = ...``) and
-  rebinding a name that the lesson imported, or that a check reads and the exercise does not ask for;
+  rebinding a module that the lesson imported (a check reads its inputs and helpers from the judge's own
+  run of the lesson, so naming ``x`` or ``model`` in the student's process changes no verdict: not flagged);
+- private parts of torch or NumPy (``torch._native_multi_head_attention``), ``getattr`` passed as a value,
+  ``operator``, and a routine an exercise asks to do without where it can reach the solution;
 - answers that decide their own comparisons: a class with ``__eq__``, ``__torch_function__`` and the
   like, or a subclass of a tensor, an array or a built-in type.
 
@@ -36,7 +40,7 @@ MODULES = {
     "IPython", "ipykernel", "jupyter_client", "zmq", "atexit", "pathlib", "io", "tempfile", "glob", "traceback",
     "weakref", "ast", "dis", "runpy", "pty", "fcntl", "mmap", "urllib", "http", "requests", "asyncio",
     "concurrent", "psutil", "posix", "sqlite3", "unittest", "pytest", "nbformat", "nbgrader", "mllm_classroom",
-    "platform", "sysconfig", "site", "faulthandler", "tracemalloc", "linecache", "warnings", "contextvars",
+    "platform", "sysconfig", "site", "faulthandler", "tracemalloc", "linecache", "contextvars", "operator",
     "pydoc", "pickletools", "copyreg", "shelve", "dill", "cloudpickle", "joblib", "zipimport", "pkgutil",
 }
 SUBMODULES = ("torch.overrides", "torch._C", "torch.library", "torch.utils._python_dispatch", "torch._dynamo",
@@ -54,7 +58,14 @@ NAMES = {
 HISTORY = re.compile(r"^_i{1,3}$|^_i\d+$|^_\d+$")
 # What a learner's code may take from the course's checks: the stub's exception. Anything else reaches what
 # grading watches in the learner's process (the record of the calls a function makes).
-CHECKS_ALLOWED = {"NotDone"}
+CHECKS_ALLOWED = {"NotDone", "check_close", "check_equal", "check_shape", "check_true", "check_not_called"}
+# Magics an honest notebook uses whose code review reads (a timed cell's body is reviewed as its own cell), and
+# shell commands that only print what the machine is.
+TIMING_MAGICS = {"time", "timeit", "capture"}
+HELP_MAGICS = {"pinfo", "pinfo2", "pdoc", "psource", "pdef"}
+SHELL_COMMANDS = {"nvidia-smi", "nproc", "free", "lscpu", "uname", "ls", "pwd", "whoami", "date", "df", "hostname"}
+SHELL_SAFE = re.compile(r"^[A-Za-z0-9_.=/ -]*$")
+MAGIC_OPTIONS = re.compile(r"^(\s*-[A-Za-z]+(\s+\d+)?)*\s*")
 ATTRIBUTES = {"sys", "os", "modules", "builtins", "_C", "overrides", "subprocess", "ctypes", "gc", "f_back",
               "f_globals", "f_locals", "f_builtins", "gi_frame", "cr_frame", "tb_frame", "tb_next", "user_ns",
               "events", "run_cell", "showtraceback", "set_custom_exc", "_getframe", "settrace", "setprofile"}
@@ -255,7 +266,7 @@ def review(cells: list[dict], lesson: Lesson, solutions: dict, check_cells: set)
     """Findings for every cell of a submission (cells as :func:`mllm_classroom.judge.read_notebook` gives
     them) that the student's process will run and the student wrote or changed, and for metadata a
     submission added. Fails closed: a cell that cannot be read is a finding, never skipped."""
-    findings = []
+    findings, solution_trees, built = [], [], {}
     solution_at = {index: f"{name}-solution" for name, index in solutions.items()}
     for index, cell in enumerate(cells):
         findings += metadata_findings(index, cell, lesson)
@@ -275,11 +286,60 @@ def review(cells: list[dict], lesson: Lesson, solutions: dict, check_cells: set)
             if tree is None:
                 findings.append(Finding(index, label, "code that does not parse: not read, held for review"))
                 continue
-            for what in sorted(set(cell_findings(tree, lesson, allowed, forbidden))):
+            for what in sorted(set(cell_findings(tree, lesson, allowed, forbidden, solution=index in solution_at))):
                 findings.append(Finding(index, label, what))
+            if index in solution_at:
+                solution_trees.append((index, label, tree, forbidden))
+            else:
+                for name, used in built_with(tree, forbidden).items():
+                    built.setdefault(name, (index, used))
         except (RecursionError, MemoryError):
             findings.append(Finding(index, label, "code nested too deeply to be read: held for review"))
+    # A value made in another cell with what an exercise asks to do without (a layer built there), read by the
+    # solution: the shortcut taken through a name.
+    for index, label, tree, forbidden in solution_trees:
+        try:
+            free = reads(tree) - bound_names(tree)
+        except RecursionError:
+            continue
+        for name in sorted(free):
+            if name in built and built[name][1] & forbidden:
+                where, used = built[name]
+                findings.append(Finding(index, label, f"reads {name}, made in cell {where} with "
+                                                      f"{', '.join(sorted(used & forbidden))}, which this exercise "
+                                                      "asks you to do without"))
     return findings
+
+
+def bound_names(tree: ast.Module) -> set[str]:
+    """Every name a cell binds anywhere (parameters, assignments, loops, imports, definitions)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+            names.add(node.id)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.alias):
+            names.add((node.asname or node.name).split(".")[0])
+    return names
+
+
+def built_with(tree: ast.Module, forbidden: set[str]) -> dict[str, set[str]]:
+    """Names a cell binds at its top level to a value made with forbidden names: name -> the names used."""
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign) and node.value is not None:
+            used = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)} | \
+                   {n.attr for n in ast.walk(node.value) if isinstance(n, ast.Attribute)}
+            if used & forbidden:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    for n in ast.walk(target):
+                        if isinstance(n, ast.Name):
+                            found[n.id] = used & forbidden
+    return found
 
 
 def cell_grade_id(cell: dict) -> str:
@@ -289,12 +349,7 @@ def cell_grade_id(cell: dict) -> str:
 
 def metadata_findings(index: int, cell: dict, lesson: Lesson) -> list[Finding]:
     """Tags and nbgrader fields the student version does not have: the grader ignores them, review names them."""
-    found = []
-    tags = cell["meta"].get("tags", [])
-    extra = sorted(t for t in tags if isinstance(t, str) and t not in lesson.tags) if isinstance(tags, list) else []
-    if not isinstance(tags, list) or extra or any(not isinstance(t, str) for t in tags):
-        found.append(Finding(index, f"cell {index}", f"cell tags the student version does not have: "
-                                                     f"{(extra or [repr(tags)[:40]])[:3]}"))
+    found = []  # tags (JupyterLab's tag editor) are not read by the grader, which runs every cell itself
     if "nbgrader" in cell["meta"]:
         meta = cell["meta"]["nbgrader"]
         gid = meta.get("grade_id") if isinstance(meta, dict) else None
@@ -303,9 +358,21 @@ def metadata_findings(index: int, cell: dict, lesson: Lesson) -> list[Finding]:
     return found
 
 
-def cell_findings(tree: ast.Module, lesson: Lesson, allowed: set[str], forbidden: set[str] = frozenset()):
+def cell_findings(tree: ast.Module, lesson: Lesson, allowed: set[str], forbidden: set[str] = frozenset(),
+                  depth: int = 0, solution: bool = True):
+    """What one cell does that is not trusted. In a cell the student added (``solution`` False), a name an
+    exercise asks to do without counts only where it can reach a solution: inside a function or class, or bound
+    to another name as it is (an alias); trying a function beside the library's own routine is honest."""
     own_imports = imports(tree)
-    harmless = matplotlib_magics(tree)
+    harmless, bodies = harmless_magics(tree)
+    for body in bodies:  # a timed cell's code, reviewed as the cell it is
+        inner = python_of(body) if depth < 3 else None
+        if inner is None:
+            yield "a magic whose code does not parse: not read"
+        else:
+            yield from cell_findings(inner, lesson, allowed, forbidden, depth + 1, solution)
+    reaching = None if solution else reaching_nodes(tree)
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
@@ -327,8 +394,8 @@ def cell_findings(tree: ast.Module, lesson: Lesson, allowed: set[str], forbidden
                     yield f"uses {part}, which this exercise asks you to do without"
         elif isinstance(node, ast.keyword) and node.arg == "allow_pickle":
             yield "loads a pickle (allow_pickle): runs code that cannot be read first"
-        if isinstance(node, ast.Name) and node.id in forbidden or isinstance(node, ast.Attribute) and \
-                node.attr in forbidden:
+        if (isinstance(node, ast.Name) and node.id in forbidden or isinstance(node, ast.Attribute) and
+                node.attr in forbidden) and (reaching is None or id(node) in reaching):
             yield f"uses {getattr(node, 'id', None) or node.attr}, which this exercise asks you to do without"
         if isinstance(node, ast.Name) and node.id == "WATCHING" or isinstance(node, ast.Attribute) and \
                 node.attr in ("WATCHING", "_paused"):
@@ -342,11 +409,16 @@ def cell_findings(tree: ast.Module, lesson: Lesson, allowed: set[str], forbidden
                 yield f"uses {node.id} ({NAMES[node.id]})"
             elif HISTORY.match(node.id):
                 yield f"uses {node.id} (reads the kernel's history)"
+            elif node.id == "getattr" and isinstance(node.ctx, ast.Load) and id(node) not in called:
+                yield "uses getattr as a value (attributes by computed names)"
         elif isinstance(node, ast.Attribute):
             if DUNDER.match(node.attr) and node.attr not in SAFE_DUNDERS:
                 yield f"uses the attribute {node.attr}"
             elif node.attr in ATTRIBUTES:
                 yield f"uses the attribute .{node.attr}"
+            elif node.attr.startswith("_") and library_root(node, lesson, own_imports):
+                yield (f"uses {node.attr[:60]}, a private part of a library (a way around what an exercise "
+                       "asks you to do without)")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr":
             name = node.args[1] if len(node.args) > 1 else None
             if not isinstance(name, ast.Constant) or DUNDER.match(str(name.value)):
@@ -377,13 +449,75 @@ def cell_findings(tree: ast.Module, lesson: Lesson, allowed: set[str], forbidden
                             break
         if isinstance(node, ast.Global):
             for name in node.names:
-                if name in lesson.imported or (name in lesson.checked_names and name not in allowed):
-                    yield f"declares global {name} (a name the checks use)"
+                if name in lesson.imported:
+                    yield f"declares global {name} (a module the lesson imported)"
+    # A check reads its inputs, reference values and helpers from the judge's own run of the lesson, never from
+    # the student's process: naming `x`, `rnn` or `model` there changes no verdict. A module of the lesson's
+    # bound to something else is named (what the exercise's functions reach through it is no longer the module).
     for name in sorted(module_bindings(tree)):
-        if name in lesson.imported and own_imports.get(name) != lesson.imported[name]:
+        if name in lesson.imported and own_imports.get(name) != lesson.imported[name] and \
+                lesson.imported[name].split(".")[0] in MODULE_ROOTS:
             yield f"rebinds {name} (imported by the lesson as {lesson.imported[name]})"
-        elif name in lesson.checked_names and name not in allowed and name not in lesson.imported:
-            yield f"rebinds {name}, which a check reads and this exercise does not ask for"
+
+
+def library_root(node: ast.Attribute, lesson: Lesson, own_imports: dict) -> bool:
+    """Whether ``a.b._c`` starts at a name bound to a module of torch, NumPy or the course's package."""
+    root = root_name(node)
+    module = own_imports.get(root) or lesson.imported.get(root) or ""
+    return module.split(".")[0] in {"torch", "numpy", "mllm_utils"}
+
+
+def reaching_nodes(tree: ast.Module) -> set[int]:
+    """Ids of the nodes of an added cell through which a name can reach a solution: everything inside a function,
+    lambda or class, and a value bound to a name as it is (``Lin = nn.Linear``, not ``layer = nn.Linear(2, 3)``)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            found.update(id(n) for n in ast.walk(node))
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.NamedExpr) and node.value is not None:
+            value = node.value
+            while isinstance(value, ast.Tuple | ast.List) and value.elts:
+                found.update(id(n) for e in value.elts if isinstance(e, ast.Name | ast.Attribute)
+                             for n in ast.walk(e))
+                break
+            if isinstance(value, ast.Name | ast.Attribute):
+                found.update(id(n) for n in ast.walk(value))
+    return found
+
+
+MODULE_ROOTS = {"torch", "numpy", "mllm_utils", "math", "random", "matplotlib", "ipywidgets"}
+
+
+def harmless_magics(tree: ast.Module) -> tuple[set[int], list[str]]:
+    """The ``get_ipython()`` calls an honest notebook makes (``%matplotlib inline``, ``%%time`` and ``%timeit``
+    around code, ``nn.RNN?``, ``!nvidia-smi -L``), by the id of their ``get_ipython`` name, and the code the timing
+    magics run (reviewed as a cell of its own). Every other magic and ``!`` line stays a finding."""
+    found, bodies = set(matplotlib_magics(tree)), []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Call) and isinstance(node.func.value.func, ast.Name)
+                and node.func.value.func.id == "get_ipython" and not node.func.value.args
+                and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args)
+                and not node.keywords):
+            continue
+        method, args = node.func.attr, [a.value for a in node.args]
+        ok = False
+        if method == "run_cell_magic" and len(args) == 3 and args[0] in TIMING_MAGICS \
+                and SHELL_SAFE.match(args[1]):
+            bodies.append(args[2])
+            ok = True
+        elif method == "run_line_magic" and len(args) == 2 and args[0] in TIMING_MAGICS:
+            bodies.append(MAGIC_OPTIONS.sub("", args[1]))  # %timeit -n 3 -r 1 f(x): the code is f(x)
+            ok = True
+        elif method == "run_line_magic" and len(args) == 2 and args[0] in HELP_MAGICS:
+            ok = all(part.isidentifier() for part in args[1].strip().split("."))
+        elif method in ("system", "getoutput") and len(args) == 1:
+            words = args[0].split()
+            ok = bool(words) and words[0] in SHELL_COMMANDS and bool(SHELL_SAFE.match(args[0])) \
+                and ".." not in args[0]
+        if ok:
+            found.add(id(node.func.value.func))
+    return found, bodies
 
 
 def matplotlib_magics(tree: ast.Module) -> set[int]:

@@ -29,6 +29,7 @@ from mllm_classroom import codec
 from mllm_classroom.channel import Channel, ChannelError
 
 MISSING = object()
+MAX_NESTED = 10_000  # calls of a proxied function within one call of the student's
 
 
 def make_shell():
@@ -114,14 +115,66 @@ def _follow(path, args, kwargs):
     return obj
 
 
-def watches(specs, args, kwargs, namespace):
+class Proxied:
+    """A function of the notebook that an exercise must call (03's ``rnn_forward``, twice), replaced while a
+    call runs by a stand-in that has the judge run its own function: the judge counts each call itself, so
+    nothing in this process can add to the count. Arguments go as plain data, the result comes back as the
+    judge pickled it."""
+
+    def __init__(self, name: str, namespace: dict, channel):
+        self.name, self.namespace, self.channel = name, namespace, channel
+        self.calls: list = []  # what this process saw: nothing (the judge keeps the count)
+        self.saved = MISSING
+
+    def __enter__(self):
+        self.saved = self.namespace.get(self.name, MISSING)
+        self.namespace[self.name] = self._stand_in()
+        return self
+
+    def __exit__(self, *exc):
+        if self.saved is MISSING:
+            self.namespace.pop(self.name, None)
+        else:
+            self.namespace[self.name] = self.saved
+        return False
+
+    def _stand_in(self):
+        from mllm_utils import checks
+
+        channel, name = self.channel, self.name
+
+        def stand_in(*args, **kwargs):
+            with checks._paused():  # crossing is not the student's work
+                out = []
+                try:
+                    data = codec.encode([list(args), dict(kwargs)], out)
+                except codec.EncodeError as error:
+                    raise TypeError(f"{name}: {error}") from None
+                channel.send({"op": "nested", "name": name, "args": data}, out)
+                header, blobs = channel.recv()
+                if header.get("op") != "nested_result":
+                    raise RuntimeError(f"{name} could not be run")
+                if "raised" in header:
+                    cls = BUILTIN_ERRORS.get(str(header["raised"]), RuntimeError)
+                    raise cls(f"raised by {name}")
+                (result,), _ = codec.unpack_call(blobs[0])
+                return result
+
+        stand_in.__name__ = stand_in.__qualname__ = name
+        return stand_in
+
+
+def watches(specs, args, kwargs, namespace, channel=None):
     """The checks' watchers for one call, as the judge asked for them (see mllm_utils.checks)."""
     from mllm_utils import checks
 
     made = []
     for spec in specs:
         kind = spec.get("kind")
-        if kind == "torch_calls":
+        if kind == "function_calls" and spec.get("proxied") is True and channel is not None \
+                and str(spec.get("name", "")).isidentifier():
+            made.append(Proxied(spec["name"], namespace, channel))
+        elif kind == "torch_calls":
             made.append(checks.torch_calls())
         elif kind == "module_calls":
             module = _follow(spec["path"], args, kwargs)
@@ -152,7 +205,29 @@ def observed(watch):
     return {"calls": getattr(watch, "calls", None)}
 
 
-def student_call(shell, header: dict, blobs: list[bytes]) -> tuple[dict, list[bytes]]:
+def layout(value, depth=0):
+    """What a list, tuple or dict argument holds, to compare before and after a call: its structure, its plain
+    values, and which tensor, module or other object sits where (by identity; their contents are compared as
+    their own state). A list rewritten in place, or an item swapped, shows here."""
+    if depth > codec.MAX_DEPTH:
+        return ("deep",)
+    kind = type(value)
+    if kind in (list, tuple):
+        return (kind.__name__, tuple(layout(v, depth + 1) for v in value))
+    if kind is dict:
+        return ("dict", tuple((repr(k)[:200], layout(v, depth + 1)) for k, v in value.items()))
+    if value is None or kind in (bool, int, float, str, complex):
+        return (kind.__name__, value)
+    return ("object", id(value))
+
+
+def containers(args: tuple, kwargs: dict) -> list:
+    """(path, object) for each argument that is a list, tuple or dict."""
+    return [(["a", i], v) for i, v in enumerate(args) if type(v) in (list, tuple, dict)] + \
+        [(["k", k], v) for k, v in kwargs.items() if type(v) in (list, tuple, dict)]
+
+
+def student_call(shell, header: dict, blobs: list[bytes], channel=None) -> tuple[dict, list[bytes]]:
     namespace = shell.user_ns
     if "handle" in header:  # a module returned earlier: its forward, run here
         function = HANDLES.get(header["handle"])
@@ -161,11 +236,13 @@ def student_call(shell, header: dict, blobs: list[bytes]) -> tuple[dict, list[by
     args, kwargs = codec.unpack_call(blobs[0])
     tracked = codec.stateful(args, kwargs)
     before = [codec.snapshot(obj) for _, obj in tracked]
+    boxes = containers(args, kwargs)
+    shapes = [layout(obj) for _, obj in boxes]
     reply, out = {}, []
     made = []
     recorder = InitRecorder(namespace)
     try:
-        made = watches(header.get("watch", []), args, kwargs, namespace)
+        made = watches(header.get("watch", []), args, kwargs, namespace, channel)
         with recorder, contextlib.ExitStack() as stack:
             for watch in made:
                 stack.enter_context(watch)
@@ -180,15 +257,24 @@ def student_call(shell, header: dict, blobs: list[bytes]) -> tuple[dict, list[by
         reply["observed"] = [codec.encode(observed(w), out) for w in made]
     except Exception:  # noqa: BLE001 - the judge then says the calls could not be observed
         reply["observed"] = None
-    states = []
+    states, unreadable = [], []
     for (path, obj), snap in zip(tracked, before, strict=True):
         try:
             state = codec.state_after(obj, snap)
             if state is not None:
                 states.append([path, codec.encode(state, out)])
-        except Exception:  # noqa: BLE001, S112 - an argument the student replaced: its state stays the judge's
-            continue
+        except Exception:  # noqa: BLE001 - a state that cannot be read fails the check (fail closed)
+            unreadable.append(path)
     reply["state"] = states
+    reply["unreadable"] = unreadable
+    changed = []
+    for (path, obj), shape in zip(boxes, shapes, strict=True):
+        try:
+            if layout(obj) != shape:
+                changed.append(path)
+        except Exception:  # noqa: BLE001 - as above: what cannot be compared counts as changed
+            changed.append(path)
+    reply["changed"] = changed
     return reply, out
 
 
@@ -220,12 +306,12 @@ def serve_student(channel: Channel) -> None:
             values, out = {}, []
             for name in header["names"]:
                 try:
-                    values[name] = codec.encode(shell.user_ns.get(name), out)
+                    values[name] = codec.encode(shell.user_ns.get(name), out, handles=HANDLES)
                 except Exception:  # noqa: BLE001 - what cannot cross stays out; the check then misses it
                     continue
             channel.send({"values": values}, out)
         elif op == "call":
-            reply, out = student_call(shell, header, blobs)
+            reply, out = student_call(shell, header, blobs, channel)
             reply["id"] = header.get("id")
             channel.send(reply, out)
         elif op == "exit":
@@ -277,6 +363,7 @@ class Link:
     def __init__(self, channel: Channel, classes: dict):
         self.channel = channel
         self.classes = classes
+        self.namespace: dict = {}  # the judge's own names (judge_check sets it): what a proxied call runs
         self.count = 0
         self.exercise = "?"
 
@@ -299,10 +386,16 @@ class Link:
                 request["handle"] = handle
             self.channel.send(request, [codec.pack_call(args, kwargs)])
             header, blobs = self.channel.recv()
+            nested = 0
+            while header.get("op") == "nested":  # the student's code calls a function the judge runs and counts
+                nested += 1
+                self._nested(header, blobs, specs, local, nested)
+                header, blobs = self.channel.recv()
             if header.get("stopped"):
                 raise StudentStopped(str(header["stopped"])[:300])
             self._take_observations(name, local, header.get("observed"), blobs)
-            self._take_state(name, tracked, header.get("state") or [], blobs)
+            self._take_state(name, tracked, header.get("state"), blobs, header.get("unreadable"),
+                             header.get("changed"))
             if "raised" in header:
                 off = [n for spec in specs if spec["kind"] == "switched_off" for n in spec["names"]]
                 if header["raised"] == "CheckFailed" and off:  # what the check switched off was called
@@ -311,6 +404,26 @@ class Link:
             if "unsendable" in header:
                 raise StudentUnsendable(name)
             return self._rebuild(codec.decode(header.get("result"), blobs))
+
+    def _nested(self, header: dict, blobs, specs: list, local: list, count: int) -> None:
+        """Run one call of a function the exercise must call, with the judge's own function, count it in the
+        check's watch, and send the result (pickled: the student's side reads what the judge made)."""
+        name = header.get("name")
+        watch = next((w for spec, w in zip(specs, local, strict=True) if spec.get("proxied")
+                      and spec.get("name") == name), None)
+        function = self.namespace.get(name) if isinstance(name, str) else None
+        if watch is None or not callable(function) or count > MAX_NESTED:
+            self.channel.send({"op": "nested_result", "raised": "RuntimeError"})
+            return
+        try:
+            args, kwargs = codec.decode(header.get("args"), blobs)
+            if type(args) is not list or type(kwargs) is not dict or not all(type(k) is str for k in kwargs):
+                raise codec.DecodeError("a call's arguments that are not (args, kwargs)")
+            watch.calls.append(name)
+            result = detached(function(*args, **kwargs))
+            self.channel.send({"op": "nested_result"}, [codec.pack_call((result,), {})])
+        except Exception as error:  # noqa: BLE001 - the student's code gets the error, by its kind only
+            self.channel.send({"op": "nested_result", "raised": type(error).__name__[:80]})
 
     @staticmethod
     def _take_observations(function: str, local: list, seen, blobs) -> None:
@@ -339,6 +452,8 @@ class Link:
                     raise codec.DecodeError("too many torch calls")
                 for call, count in counts:
                     watch.calls.extend([call] * count)
+            elif getattr(watch, "mllm_proxied", False):
+                continue  # counted by the judge itself (Link._nested): what the student's side says is not read
             elif isinstance(getattr(watch, "calls", None), list):
                 calls = value.get("calls")
                 if not isinstance(calls, list):
@@ -346,15 +461,19 @@ class Link:
                 watch.calls.extend(calls)
 
     @staticmethod
-    def _take_state(function: str, tracked: list, states: list, blobs) -> None:
+    def _take_state(function: str, tracked: list, states, blobs, unreadable=None, containers=None) -> None:
         """The arguments' state after the call: copied back into what the check declared with ``may_change`` and
         into generators (drawing from one is what a sampler does); a change to any other argument fails the
-        check (an exercise's inputs are left as they are)."""
+        check (an exercise's inputs are left as they are), and so does a state that cannot be read, a list or
+        dict argument changed in place, or an answer without these fields (fail closed)."""
         from mllm_utils.checks import WATCHING, CheckFailed, may_change
 
+        if not isinstance(states, list) or not isinstance(unreadable, list) or not isinstance(containers, list):
+            raise codec.DecodeError("an answer without the state of its arguments")
         declared = {id(o) for w in WATCHING if isinstance(w, may_change) for o in w.objects}
         objects = {tuple(p): o for p, o in tracked}
-        changed = []
+        changed = [describe_path(p) if isinstance(p, list) and len(p) >= 2 else "an argument"
+                   for p in [*unreadable, *containers][:3]]
         for entry in states:
             if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], list)):
                 raise codec.DecodeError("an argument's state without its path")
@@ -388,6 +507,10 @@ class Link:
         if isinstance(watch, checks.torch_calls):
             return {"kind": "torch_calls"}
         if isinstance(watch, checks.function_calls):
+            if watch.name.isidentifier() and callable(self.namespace.get(watch.name)) \
+                    and not isinstance(self.namespace.get(watch.name), Remote | type):
+                watch.mllm_proxied = True  # a function of the lesson: the judge runs and counts each call
+                return {"kind": "function_calls", "name": watch.name, "proxied": True}
             return {"kind": "function_calls", "name": watch.name}
         if isinstance(watch, checks.switched_off):
             return {"kind": "switched_off", "names": watch.names}
@@ -407,9 +530,11 @@ class Link:
 
     def _rebuild(self, value):
         if isinstance(value, codec.ModuleData):
+            if value.handle is None:  # without it, the judge's own class would run its forward: refused
+                raise codec.DecodeError(f"a {value.name} sent back without the handle to run it by")
             module = codec.rebuild_module(value, self.classes)
-            if value.handle is not None:  # its parameters are here; its forward is the student's, run there
-                module.forward = self._remote_forward(f"{value.name}.forward", value.handle)
+            # its parameters are here; its forward is the student's, run there
+            module.forward = self._remote_forward(f"{value.name}.forward", value.handle)
             return module
         if type(value) is list:
             return [self._rebuild(v) for v in value]
@@ -442,15 +567,38 @@ class Remote:
         return f"<{self.__name__}, the student's>"
 
 
+def detached(value, depth=0):
+    """``value`` with its tensors cut from the judge's graph (a result crosses as values, not as a graph)."""
+    if depth > codec.MAX_DEPTH:
+        return value
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if type(value) in (list, tuple):
+        return type(value)(detached(v, depth + 1) for v in value)
+    if type(value) is dict:
+        return {k: detached(v, depth + 1) for k, v in value.items()}
+    return value
+
+
 def describe_path(path: list) -> str:
     """``["a", 1, "n", "weight"]`` as "argument 2 (its weight)"."""
-    where = f"argument {path[1] + 1}" if path[0] == "a" else f"argument {path[1]}"
-    inner = [str(key) for key in path[3::2]]
+    try:
+        where = f"argument {path[1] + 1}" if path[0] == "a" else f"argument {str(path[1])[:40]}"
+        inner = [str(key)[:40] for key in path[3:9:2]]
+    except Exception:  # noqa: BLE001 - a path the student's side made up
+        return "an argument"
     return where + (f" (its {'.'.join(inner)})" if inner else "")
 
 
 def verdict(result: dict, part: str, missing: set) -> dict:
-    """What a failed check part says, from the judge's own objects only."""
+    """What a failed check part says, from the judge's own objects only; every text in it short (a check's
+    message may quote what the student's function returned)."""
+    found = _verdict(result, part, missing)
+    return {k: (v if len(v) <= 300 else v[:288] + " [... cut]") if isinstance(v, str) else v
+            for k, v in found.items()}
+
+
+def _verdict(result: dict, part: str, missing: set) -> dict:
     from mllm_utils.checks import CheckFailed, NotDone
 
     error = result["error"]
@@ -491,6 +639,7 @@ def judge_check(shell, link: Link, header: dict, blobs: list[bytes]) -> dict:
     values = header.get("values") or {}
     saved = {name: namespace.get(name, MISSING) for name in kinds}
     link.classes = {k: v for k, v in namespace.items() if isinstance(v, type) and issubclass(v, torch.nn.Module)}
+    link.namespace = namespace
     try:
         for name, kind in kinds.items():
             if kind == "other" and name in values:

@@ -19,6 +19,16 @@ never asked.
                                                       # float, a tensor's dtype counts
     check_true("accuracy", acc >= 0.9, expected="at least 0.9", got=acc, hint="train for all 100 epochs")
 
+Diagnosis, not only comparison: ``check_close`` and ``check_equal`` take the usual mistakes of an exercise and
+the values they give; a wrong answer that gives one of them is told that mistake in one line (and no hint, which
+could be about another); any other is told where the values first differ (index, expected, got), the hint then
+coming as things to check. ``attempt`` runs the learner's function so that an error inside it is reported as a
+failed check with the line of the learner's code it came from:
+
+    out = attempt("mask", combined_mask, ids, pad_id=0)
+    check_equal("mask", out, expected, mistakes={"the mask is inverted: True must mark a blocked key": ~expected,
+                                                 "compares with 0, not with pad_id": lambda: reference(ids, 0)})
+
 What a check may watch while it runs a learner's function (each a context manager, so that the same check
 runs in the learner's notebook and in the teacher's grader, where the learner's code runs in another
 process and these are observed there):
@@ -40,31 +50,42 @@ line ("exercise 1 is not done yet: write `encode` above") instead of a traceback
 
 from __future__ import annotations
 
+import linecache
 import math
 import numbers
+import os
 import sys
 import types
 from contextlib import contextmanager
+from pathlib import Path
+from traceback import walk_tb
 
 import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["CheckFailed", "NotDone", "check_close", "check_equal", "check_not_called", "check_shape", "check_true",
-           "function_calls", "may_change", "module_calls", "switched_off", "torch_calls", "weights_of"]
+__all__ = ["CheckFailed", "NotDone", "attempt", "check_close", "check_equal", "check_not_called", "check_shape",
+           "check_true", "function_calls", "may_change", "module_calls", "switched_off", "torch_calls", "weights_of"]
 
 
 class CheckFailed(AssertionError):
     """An exercise check that did not pass; the message says expected, got and a hint."""
 
 
-def _fail(name: str, problem: str, expected, got, hint: str | None) -> None:
+def _fail(name: str, problem: str, expected, got, hint: str | None, *, where: str = "", mistake: str = "") -> None:
+    """Raise CheckFailed. ``mistake``: the known mistake the result matched (then no hint is shown: it would be
+    about another mistake); ``where``: where the values first differ, when no mistake matched (the hint then
+    reads as things to check, not as a diagnosis)."""
     lines = [f"{name}: {problem}", f"  expected: {expected}", f"  got:      {got}"]
-    if hint:
-        lines.append(f"  hint: {hint}")
+    if where:
+        lines.append(f"  first differs: {where}")
+    if hint and not mistake:
+        lines.append(f"  {'things to check' if where else 'hint'}: {hint}")
     error = CheckFailed("\n".join(lines))
-    # The parts on their own, for the teacher's grader, which builds feedback from some of them only.
-    error.parts = {"name": str(name), "problem": str(problem), "expected": str(expected), "hint": hint or ""}
+    # The parts on their own, for the teacher's grader, which builds feedback from some of them only. "where"
+    # holds values of the compared case: not for a hidden test's feedback.
+    error.parts = {"name": str(name), "problem": str(problem), "expected": str(expected),
+                   "hint": "" if mistake else (hint or ""), "mistake": mistake, "where": where}
     raise error
 
 
@@ -73,15 +94,103 @@ def _describe(value, limit: int = 200) -> str:
     if isinstance(value, torch.Tensor):
         if value.numel() <= 8:
             return f"tensor({value.tolist()}, dtype={value.dtype})"
-        return f"a tensor of shape {tuple(value.shape)}, dtype {value.dtype}"
+        return f"a tensor of shape {tuple(value.shape)}, dtype {value.dtype}{_preview(value)}"
     if isinstance(value, np.ndarray):
         if value.size <= 8:
             return f"array({value.tolist()}, dtype={value.dtype})"
-        return f"an array of shape {value.shape}, dtype {value.dtype}"
+        return f"an array of shape {value.shape}, dtype {value.dtype}{_preview(value)}"
     if isinstance(value, float | np.floating):
         return f"{float(value):.6g}"
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _number(value) -> str:
+    """One entry of an array, short: 3, 0.25, -inf, True."""
+    if isinstance(value, bool | np.bool_):
+        return str(bool(value))
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, numbers.Real):
+        return f"{float(value):.4g}"
+    return _describe(value, limit=40)
+
+
+def _preview(value, count: int = 6) -> str:
+    """The first entries of a large array, in reading order: ", first values [3, 1, 4, 1, 5, 9, ...]"."""
+    try:
+        flat = _to_numpy(value).reshape(-1)
+    except (TypeError, ValueError, RuntimeError):
+        return ""
+    return f", first values [{', '.join(_number(v) for v in flat[:count].tolist())}, ...]"
+
+
+def _index(position: tuple) -> str:
+    return "(" + ", ".join(str(int(i)) for i in position) + ("," if len(position) == 1 else "") + ")"
+
+
+def _array_difference(got, expected, differ) -> str:
+    """Where two arrays of the same shape first differ (``differ`` marks each entry), in reading order."""
+    count, total = int(differ.sum()), differ.size
+    if not count:
+        return ""
+    first = tuple(np.unravel_index(int(np.argmax(differ.reshape(-1))), differ.shape)) if differ.ndim else ()
+    g, e = got[first], expected[first]
+    text = f"at index {_index(first)}: expected {_number(e)}, got {_number(g)}" if first else \
+        f"expected {_number(e)}, got {_number(g)}"
+    if total > 1:
+        text += f" ({count} of {total} entries differ)"
+    return text
+
+
+def _first_value_difference(got, expected, path: str = "") -> str:
+    """Where two plain values of the same kind first differ, in words ("" when they do not, or it cannot tell)."""
+    if not (_plain(got) and _plain(expected)) or not _same_kind(got, expected):
+        return ""
+    if isinstance(got, torch.Tensor | np.ndarray):
+        g, e = _to_numpy(got), _to_numpy(expected)
+        if g.shape != e.shape:
+            return f"{path or 'the result'} has shape {g.shape}, expected {e.shape}"
+        differ = (g != e) & ~(_isnan(g) & _isnan(e))
+        found = _array_difference(g, e, np.asarray(differ))
+        return f"{path} {found}".strip() if found else ""
+    if type(got) in (list, tuple, torch.Size):
+        for i, (g, e) in enumerate(zip(got, expected, strict=False)):
+            if not _equal(g, e):
+                inner = _first_value_difference(g, e, f"{path}[{i}]")
+                return inner or f"at {path}[{i}]: expected {_describe(e, 60)}, got {_describe(g, 60)}"
+        if len(got) != len(expected):
+            return f"{path or 'the result'} has {len(got)} items, expected {len(expected)}"
+        return ""
+    if type(got) is dict:
+        missing, extra = [k for k in expected if k not in got], [k for k in got if k not in expected]
+        if missing or extra:
+            return (f"{path or 'the result'} " + (f"lacks the keys {missing}" if missing else "")
+                    + (" and " if missing and extra else "") + (f"has the extra keys {extra}" if extra else ""))
+        for key in expected:
+            if not _equal(got[key], expected[key]):
+                inner = _first_value_difference(got[key], expected[key], f"{path}[{key!r}]")
+                return inner or f"at {path}[{key!r}]: expected {_describe(expected[key], 60)}, got " \
+                                f"{_describe(got[key], 60)}"
+        return ""
+    return ""
+
+
+def _isnan(array) -> np.ndarray:
+    if np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.complexfloating):
+        return np.isnan(array)
+    return np.zeros(array.shape, dtype=bool)
+
+
+def _mistake_values(mistakes):
+    """Each known mistake's label and the value it gives (a zero-argument callable is called only now)."""
+    if mistakes is None:
+        return
+    if not isinstance(mistakes, dict) or not all(isinstance(k, str) and k.strip() for k in mistakes):
+        raise TypeError("mistakes must be a dict {'one line naming the mistake': the value it gives, ...}, got "
+                        f"{type(mistakes).__name__}")
+    for label, value in mistakes.items():
+        yield label, (value() if callable(value) and not isinstance(value, torch.Tensor | np.ndarray) else value)
 
 
 def _missing_hint(got) -> str | None:
@@ -186,19 +295,59 @@ def check_shape(name: str, got, shape, hint: str | None = None) -> None:
     print(f"{name}: shape {actual} ok")
 
 
-def check_close(name: str, got, expected, atol: float = 1e-5, rtol: float = 1e-4, hint: str | None = None) -> None:
+def _close(got_t: torch.Tensor, exp_t: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
+    """Entry by entry: within ``atol + rtol * |expected|`` (equal infinities and two nans count as close)."""
+    with _no_overrides():
+        diff = (got_t - exp_t).abs()
+        return (diff <= atol + rtol * exp_t.abs()) | (got_t == exp_t) | (got_t.isnan() & exp_t.isnan())
+
+
+def _matched_close(name, got_t, exp_t, mistakes, atol, rtol) -> str:
+    """The first known mistake whose value ``got_t`` matches (same shape, same tolerance), or ""."""
+    for label, value in _mistake_values(mistakes):
+        mistake_t = _as_float_tensor(name, value, "value of a known mistake", None)
+        if mistake_t.shape != got_t.shape:
+            continue
+        if mistake_t.shape == exp_t.shape and bool(_close(mistake_t, exp_t, atol, rtol).all()):
+            continue  # that mistake gives the right answer on this case: it cannot tell
+        if bool(_close(got_t, mistake_t, atol, rtol).all()):
+            return label
+    return ""
+
+
+def _matched_equal(got, expected, mistakes) -> str:
+    """The first known mistake whose value ``got`` equals exactly, or ""."""
+    for label, value in _mistake_values(mistakes):
+        if not _equal(value, expected) and _equal(got, value):
+            return label
+    return ""
+
+
+def check_close(name: str, got, expected, atol: float = 1e-5, rtol: float = 1e-4, hint: str | None = None,
+                mistakes: dict | None = None) -> None:
     """Check that ``got`` equals ``expected`` up to ``atol + rtol * |expected|``, element by element.
 
     Both may be tensors, arrays, lists or numbers; the message reports the largest difference and where it is.
+    ``mistakes``: ``{"one line naming a usual mistake": the value that mistake gives, ...}`` (a value or a
+    zero-argument function, called only when the answer fails); a wrong answer that matches one (same
+    shape, same tolerance) is told that mistake, and no hint. Otherwise the message says where the values
+    first differ, and the hint comes as things to check.
     """
     got_t = _as_float_tensor(name, got, "result", hint)
     exp_t = _as_float_tensor(name, expected, "expected value", None)
     if got_t.shape != exp_t.shape:
+        if mistake := _matched_close(name, got_t, exp_t, mistakes, atol, rtol):
+            _fail(name, f"wrong shape: {mistake}", tuple(exp_t.shape), tuple(got_t.shape), None, mistake=mistake)
         _fail(name, "wrong shape", tuple(exp_t.shape), tuple(got_t.shape),
               hint or "compare your result's shape with the expected one, axis by axis")
     if not bool(torch.isfinite(got_t).all()) and bool(torch.isfinite(exp_t).all()):
+        if mistake := _matched_close(name, got_t, exp_t, mistakes, atol, rtol):
+            _fail(name, f"the result has nan or inf values: {mistake}", _describe(expected), _describe(got), None,
+                  mistake=mistake)
+        finite = torch.isfinite(got_t).numpy()
+        where = _array_difference(got_t.numpy(), exp_t.numpy(), ~finite) if got_t.dim() else ""
         _fail(name, "the result has nan or inf values", _describe(expected), _describe(got),
-              hint or "look for a division by zero or a log of 0")
+              hint or "look for a division by zero or a log of 0", where=where)
     if got_t.numel() == 0:
         print(f"{name}: matches (empty)")
         return
@@ -207,12 +356,20 @@ def check_close(name: str, got, expected, atol: float = 1e-5, rtol: float = 1e-4
         close = bool((diff <= atol + rtol * exp_t.abs()).all())
     if not close:
         worst = int(torch.nan_to_num(diff, nan=math.inf).argmax())
-        where = "" if got_t.dim() == 0 else f" at index {tuple(int(i) for i in np.unravel_index(worst, got_t.shape))}"
+        at = "" if got_t.dim() == 0 else f" at index {tuple(int(i) for i in np.unravel_index(worst, got_t.shape))}"
         largest = diff.flatten()[worst].item()
-        problem = f"largest difference {largest:.3g}{where} is above the tolerance (atol={atol}, rtol={rtol})"
-        _fail(name, problem, _describe(expected), _describe(got), hint)
+        problem = f"largest difference {largest:.3g}{at} is above the tolerance (atol={atol}, rtol={rtol})"
+        if mistake := _matched_close(name, got_t, exp_t, mistakes, atol, rtol):
+            _fail(name, f"this is what a known mistake gives: {mistake}", _describe(expected), _describe(got), None,
+                  mistake=mistake)
+        where = ""
+        if got_t.dim():
+            where = _array_difference(got_t.numpy(), exp_t.numpy(), ~_close(got_t, exp_t, atol, rtol).numpy())
+        _fail(name, problem, _describe(expected), _describe(got), hint, where=where)
+    # Not the difference itself: above 1e-6 its digits depend on the machine's last bits (kernels, threads).
     largest = diff.max().item()
-    print(f"{name}: matches (largest difference {'< 1e-6' if largest < 1e-6 else f'{largest:.1e}'})")
+    within = "largest difference < 1e-6" if largest < 1e-6 else f"within atol={atol}, rtol={rtol}"
+    print(f"{name}: matches ({within})")
 
 
 def _kind(value) -> str:
@@ -270,21 +427,26 @@ def _first_kind_difference(got, expected, where: str = "") -> str | None:
     return None
 
 
-def check_equal(name: str, got, expected, hint: str | None = None) -> None:
+def check_equal(name: str, got, expected, hint: str | None = None, mistakes: dict | None = None) -> None:
     """Check exact equality of values of the same kind: a list must be a list and a tuple a tuple, an int an int
     (a float such as 16640.0 is not a count), a tensor a tensor with the same dtype, shape and values; strings,
     bools and dicts as they are. An int is accepted where a float is expected.
 
-    Use :func:`check_close` for floats computed in different ways.
+    Use :func:`check_close` for floats computed in different ways. ``mistakes``: as for :func:`check_close`,
+    matched exactly.
     """
     if not _equal(got, expected):
+        if mistake := _matched_equal(got, expected, mistakes):
+            _fail(name, f"this is what a known mistake gives: {mistake}", _describe(expected), _describe(got), None,
+                  mistake=mistake)
         problem = "not the expected value"
         g_shape, e_shape = _shape_of(got), _shape_of(expected)
         if kind := _first_kind_difference(got, expected):
             problem = f"not the expected kind of value ({kind})"
         elif g_shape is not None and e_shape is not None and g_shape != e_shape:
             problem = f"not the expected value (shape {g_shape}, expected {e_shape})"
-        _fail(name, problem, _describe(expected), _describe(got), _missing_hint(got) or hint)
+        where = "" if got is None or kind else _first_value_difference(got, expected)
+        _fail(name, problem, _describe(expected), _describe(got), _missing_hint(got) or hint, where=where)
     print(f"{name}: ok")
 
 
@@ -312,6 +474,80 @@ class NotDone(NotImplementedError):
     def _render_traceback_(self):
         # IPython shows what this returns in place of the traceback: one line, not the check's internals.
         return [str(self)]
+
+
+# Files that are not the learner's: a traceback's innermost frame outside these is the learner's own line.
+_NOT_LEARNERS = tuple(str(Path(m.__file__).resolve().parent) + os.sep for m in (torch, np, sys.modules[__name__]))
+_NOT_LEARNERS_TOO = (str(Path(os.__file__).resolve().parent) + os.sep, "<frozen ")
+
+
+def _learners_frame(traceback):
+    """The innermost frame of ``traceback`` in the learner's code (a notebook cell): (file, line, function)."""
+    found = None
+    for frame, line in walk_tb(traceback):
+        file = frame.f_code.co_filename
+        try:
+            resolved = str(Path(file).resolve()) if not file.startswith("<") else file
+        except (OSError, ValueError):
+            resolved = file
+        if resolved.startswith(_NOT_LEARNERS + _NOT_LEARNERS_TOO) or "site-packages" in resolved \
+                or resolved.startswith(str(Path(__file__).resolve().parent.parent / "mllm_classroom")):
+            continue
+        found = (file, line, frame.f_code.co_name, frame.f_globals, frame.f_locals)
+    return found
+
+
+def _shapes_on(code: str, local: dict) -> str:
+    """The shapes of the tensors a line of code names: "q (2, 1, 8), k (2, 1, 16)" (what a shape error is about)."""
+    import re
+
+    shown = []
+    for word in dict.fromkeys(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", code)):
+        value = local.get(word)
+        if type(value) in _TENSOR_TYPES:
+            shown.append(f"{word} {tuple(value.shape)}")
+        elif type(value) in (list, tuple) and 0 < len(value) <= 4 and all(type(v) in _TENSOR_TYPES for v in value):
+            shown.append(f"{word} [{', '.join(str(tuple(v.shape)) for v in value)}]")
+    return ", ".join(shown[:6])
+
+
+def attempt(name: str, function, *args, **kwargs):
+    """``function(*args, **kwargs)``, run for a check: an error raised inside the learner's code comes back as a
+    failed check that names the error, its message and the line of the learner's code it came from, not as a
+    traceback through torch::
+
+        out, cache = attempt("head_step", head_step, head, x_new, None)
+
+    :class:`NotDone` (an exercise not written yet) and :class:`CheckFailed` pass through unchanged, and so does
+    what the teacher's grader raises for a function that ran in another process (it reports those itself).
+    """
+    try:
+        return function(*args, **kwargs)
+    except (NotDone, CheckFailed):
+        raise
+    except Exception as error:
+        if getattr(error, "mllm_student", None) is not None or type(error).__module__.startswith("mllm_classroom"):
+            raise
+        kind = type(error).__name__
+        said = " ".join(str(error).split())
+        said = said if len(said) <= 300 else said[:297] + "..."
+        where = ""
+        if found := _learners_frame(error.__traceback__):
+            file, line, function_name, namespace, local = found
+            code = linecache.getline(file, line, namespace).strip()
+            place = f"line {line}" + (f", in {function_name}" if function_name != "<module>" else "")
+            where = place + (f": {code}" if code else "")
+            shapes = _shapes_on(code, local) if code else ""
+        problem = f"raised {kind}" + (f": {said}" if said else "")
+        lines = [f"{name}: {problem}", "  expected: a result, without an error"]
+        if where:
+            lines.append(f"  where:    {where}")
+        if where and shapes:
+            lines.append(f"  shapes:   {shapes}")
+        failed = CheckFailed("\n".join(lines))
+        failed.parts = {"name": str(name), "problem": problem, "expected": "a result, without an error", "hint": "",
+                        "mistake": "", "where": where + (f" (shapes: {shapes})" if where and shapes else "")}
+        raise failed from None
 
 
 # What is being watched now, innermost last. The teacher's grader (mllm_classroom) reads this list when a

@@ -95,6 +95,8 @@ def sequence_data(task: str, seq_len: int, vocab_size: int = 128):
     Returns ``(X, Y)``: ``X`` of shape ``(seq_len, N, vocab_size)`` (float
     one-hot, time first like ``nn.RNN``) and ``Y`` of shape ``(seq_len, N)``
     (labels), where ``N = vocab_size - seq_len`` runs start at ``0 .. N-1``.
+    ``X`` has PyTorch's default float type: float32 unless changed with
+    ``torch.set_default_dtype`` (notebook 05 trains in float64).
 
     Introduced in notebook 04.
     """
@@ -113,5 +115,5 @@ def sequence_data(task: str, seq_len: int, vocab_size: int = 128):
         targets = inputs + 1
     else:
         targets = starts.expand(seq_len, -1).clone()
-    X = nn.functional.one_hot(inputs, num_classes=vocab_size).float()
+    X = nn.functional.one_hot(inputs, num_classes=vocab_size).to(torch.get_default_dtype())
     return X, targets

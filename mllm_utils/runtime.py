@@ -25,6 +25,14 @@ Devices
 :func:`device` picks the fastest device; :func:`model_device` says where a
 model lives (the package's loops and evaluations run there unless told
 otherwise); :func:`synchronize` waits for a GPU before a timer is read.
+
+Times and counts in words
+-------------------------
+:func:`format_duration` writes a duration so that it reads right at any speed
+(``"38 seconds"``, ``"1 minute 16 seconds"``, ``"23 minutes"``, ``"37 hours"``:
+never ``"0 hours"`` or ``"1 minutes"``); :func:`plural` writes a count with its
+noun (``"1 epoch"``, ``"3,000 steps"``). The notebooks print times with them,
+since the same cell runs in seconds on a GPU and in hours on a CPU.
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ import random
 import numpy as np
 import torch
 
-from mllm_utils._validate import check_int, check_str
+from mllm_utils._validate import check_int, check_number, check_str
 
 QUICK_ENV = "MLLM_QUICK"
 SMOKE_ENV = "MLLM_SMOKE"
@@ -165,6 +173,52 @@ def synchronize(device=None) -> None:
         mps.synchronize()
 
 
+def plural(count: int, noun: str, plural_form: str | None = None) -> str:
+    """``count`` with its noun, in the singular for exactly 1: ``"1 epoch"``, ``"22 epochs"``, ``"3,000 steps"``.
+
+    ``plural_form`` is the noun's plural where adding an "s" is wrong (``plural(2, "batch", "batches")``).
+    """
+    check_int("count", count, hint="a whole number of things (use format_duration for times)")
+    check_str("noun", noun, empty_ok=False, hint="the thing counted, in the singular, e.g. 'epoch'")
+    check_str("plural_form", plural_form, none_ok=True, empty_ok=False, hint="the noun's plural, e.g. 'batches'")
+    return f"{count:,} {noun if count == 1 else plural_form or noun + 's'}"
+
+
+def format_duration(seconds: float) -> str:
+    """A duration in words that reads right at any speed, from a tenth of a second to days.
+
+    - under 10 seconds: one decimal, ``"0.4 seconds"``, ``"3.5 seconds"`` (``"under 0.1 seconds"`` below 0.05);
+    - under a minute: whole seconds, ``"38 seconds"``;
+    - under 10 minutes: minutes and seconds, ``"1 minute 16 seconds"``, ``"2 minutes"``;
+    - under 2 hours: whole minutes, ``"23 minutes"``, ``"111 minutes"``;
+    - under 10 hours: hours and minutes, ``"3 hours 20 minutes"``;
+    - from 10 hours: whole hours, ``"37 hours"``.
+
+    The singular where the number is exactly 1 (``"1 minute"``, ``"1 second"``); never ``"0 hours"`` or
+    ``"0.0 minutes"``: a unit is chosen so that the number printed is at least 1 (or the time is under 0.1 s).
+    """
+    check_number("seconds", seconds, 0, hint="a duration in seconds, e.g. time.perf_counter() - start")
+    seconds = float(seconds)
+    if seconds < 0.05:
+        return "under 0.1 seconds"
+    if round(seconds, 1) < 10:
+        tenths = f"{seconds:.1f}".removesuffix(".0")
+        return f"{tenths} second{'' if tenths == '1' else 's'}"
+    whole = round(seconds)
+    if whole < 60:
+        return plural(whole, "second")
+    if whole < 600:
+        minutes, rest = divmod(whole, 60)
+        return plural(minutes, "minute") + (f" {plural(rest, 'second')}" if rest else "")
+    total_minutes = round(seconds / 60)
+    if total_minutes < 120:
+        return plural(total_minutes, "minute")
+    if total_minutes < 600:
+        hours, rest = divmod(total_minutes, 60)
+        return plural(hours, "hour") + (f" {plural(rest, 'minute')}" if rest else "")
+    return plural(round(seconds / 3600), "hour")
+
+
 def _check_time(name: str, value: str) -> str:
     """A time estimate is one phrase: one level of parentheses at most, no full stop at the end."""
     check_str(name, value, empty_ok=False, hint="how long the notebook takes, e.g. 'about 1 minute on a CPU'")
@@ -197,6 +251,7 @@ def start(
     seed: int = 0,
     *,
     gpu_time: str | None = None,
+    gpu_measured: dict[str, str] | None = None,
     full_does: str | None = None,
     afterwards: str | None = None,
 ) -> str:
@@ -219,6 +274,12 @@ def start(
         (``"an estimated 10 minutes on a T4 GPU, from FLOPs"``). Printed as the
         expected time where a GPU is found. Without it, a GPU machine is told
         that the notebook runs on the CPU anyway, and how long that takes.
+    gpu_measured:
+        Times measured on particular GPUs, each keyed by a part of the GPU's
+        name (``{"H100": "about 2 minutes on an NVIDIA H100, measured"}``): on a
+        GPU whose name contains a key (in any case), its phrase is the expected
+        time; on any other GPU, ``gpu_time`` (then an estimate). Each phrase
+        says "measured". Needs ``gpu_time``.
     full_does:
         What the full size does beyond the quick one, e.g. ``"trains the LSTM
         from scratch for 22 epochs"`` (completes "it ...").
@@ -227,7 +288,8 @@ def start(
         its training, e.g. ``"the later sections evaluate and sample your LSTM"``.
 
     Prints the size and why (the GPU's name when one decided it), the expected
-    time, what the full size does and what follows from it (at the full size),
+    time (on a GPU: named, with the time measured on its kind where there is
+    one, the estimate otherwise), what the full size does and what follows from it (at the full size),
     and how to switch to the other size, with its time. Returns ``"quick"`` or
     ``"full"``.
     """
@@ -238,6 +300,18 @@ def start(
         _check_time("gpu_time", gpu_time)
         if not any(word in gpu_time for word in ("measured", "estimated")):
             raise ValueError(f"gpu_time must say whether it was measured or estimated, got {gpu_time!r}")
+    if gpu_measured is not None:
+        if gpu_time is None:
+            raise ValueError("gpu_measured gives times on particular GPUs: give gpu_time too, for any other GPU")
+        if not isinstance(gpu_measured, dict) or not gpu_measured:
+            example = "{'H100': 'about 2 minutes on an NVIDIA H100, measured'}"
+            raise TypeError(f"gpu_measured must be a dict from a part of a GPU's name to its measured time, e.g. "
+                            f"{example}, got {gpu_measured!r}")  # fmt: skip
+        for key, phrase in gpu_measured.items():
+            check_str("a key of gpu_measured", key, empty_ok=False, hint="a part of the GPU's name, e.g. 'H100'")
+            _check_time(f"gpu_measured[{key!r}]", phrase)
+            if "measured" not in phrase:
+                raise ValueError(f"gpu_measured[{key!r}] must say that it was measured, got {phrase!r}")
     _check_phrase("full_does", full_does, "what the full size does, e.g. 'trains the LSTM from scratch'")
     _check_phrase("afterwards", afterwards, "what the model trained at the full size is used for afterwards")
     if full_time is None and (gpu_time or full_does or afterwards):
@@ -254,18 +328,25 @@ def start(
         )
         return size
     on_gpu = torch.cuda.is_available()
+    expected = "Expected time"
     if gpu_time is None:
         full_here = f"{full_time}, on the CPU even where there is a GPU" if on_gpu else full_time
         full_all = full_time
     else:
-        full_here = gpu_time if on_gpu else f"{full_time}; with a GPU, {gpu_time}"
-        full_all = f"{full_time}; with a GPU, {gpu_time}"
+        with_gpu = ", ".join([*(gpu_measured or {}).values(), gpu_time])
+        full_all = f"{full_time}; with a GPU, {with_gpu}"
+        full_here = full_all
+        if on_gpu:
+            name = _gpu_name()
+            full_here = next((phrase for key, phrase in (gpu_measured or {}).items() if key.lower() in name.lower()),
+                             gpu_time)  # fmt: skip
+            expected = f"Expected time on this GPU, {name}"
     if size == "quick":
         print(f"Expected time: {quick_time}")
         does = f"; it {full_does}" if full_does else ""
         print(f"Full size: {full_all}{does}. To run it, set {QUICK_ENV}=0 in the environment and restart the kernel.")
         return size
-    print(f"Expected time: {full_here}")
+    print(f"{expected}: {full_here}")
     if full_does or afterwards:
         parts = [f"It {full_does}" if full_does else None, afterwards]
         text = "; ".join(p for p in parts if p)
@@ -288,3 +369,27 @@ def progress(iterable=None, **kwargs):
     if os.environ.get("TQDM_DISABLE", "").strip().lower() in ("1", "true", "yes"):
         kwargs["disable"] = True
     return tqdm(iterable, **kwargs)
+
+
+RUN_TIMES_FILE = "run_times.json"  # package data: each notebook's measured quick run time (tools/run_times.py)
+
+
+def quick_time(notebook: str, detail: str | None = None) -> str:
+    """The measured quick-size run time of ``notebook`` (``"05_lstm"``), as ``start(quick_time=...)`` prints it:
+    ``"about 27 seconds on a 2-core CPU, as measured for the course"``, ``detail`` added in parentheses.
+
+    The seconds come from ``mllm_utils/data/run_times.json``, written by ``tools/run_times.py write`` from the
+    time ``tools/notebooks.py run`` measured (the same figure as the README's and ``student/README.md``'s tables).
+    """
+    import json
+    from importlib import resources
+
+    check_str("notebook", notebook, empty_ok=False, hint="the notebook's name without .ipynb, e.g. '05_lstm'")
+    times = json.loads((resources.files("mllm_utils") / "data" / RUN_TIMES_FILE).read_text(encoding="utf-8"))
+    if notebook not in times:
+        raise ValueError(f"notebook: no measured run time for {notebook!r}; known: {', '.join(times)}")
+    phrase = f"about {format_duration(times[notebook])} on a 2-core CPU, as measured for the course"
+    if detail is not None:
+        check_str("detail", detail, empty_ok=False, hint="what the quick size runs, e.g. 'the lengths 4 to 20'")
+        phrase += f" ({detail})"
+    return _check_time("quick_time", phrase)

@@ -29,7 +29,7 @@ Conventions and decisions
 * Draws by inverse CDF, not ``torch.multinomial``: with the same seeded
   generator, ``torch.multinomial`` has drawn other tokens in other PyTorch
   releases (2.4 and 2.11 differ), while ``torch.rand`` gave the same numbers
-  on every release the course's CI checks (2.4, 2.11 and 2.13, on a CPU), so a
+  on every release the course's CI checks (2.5, 2.11 and 2.13, on a CPU), so a
   seeded sample reads the same on all of them.
 * ``temperature`` must be a finite number > 0. ``T < 1`` sharpens the
   distribution (towards greedy), ``T > 1`` flattens it (towards uniform).
@@ -317,7 +317,7 @@ def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch
     exceeds ``u`` times the row's total (so rows need not sum exactly to 1).
     Zero-probability entries are never drawn. Unlike ``torch.multinomial``,
     the same seed gave the same draws on every PyTorch release the course's CI
-    checks (2.4, 2.11 and 2.13, on a CPU).
+    checks (2.5, 2.11 and 2.13, on a CPU).
     ``probs`` must be finite and non-negative with a positive sum in each row;
     ``generator`` must live on ``probs``' device. Introduced in notebook 06.
     """

@@ -49,7 +49,7 @@ from mllm_utils.checkpoints import (
     save_checkpoint,
     weights_of,
 )
-from mllm_utils.runtime import SMOKE_STEPS, model_device, progress, smoke
+from mllm_utils.runtime import SMOKE_STEPS, format_duration, model_device, progress, smoke
 
 __all__ = [
     "ARCHITECTURE",
@@ -351,8 +351,9 @@ def train(
             for key, value in (("val", val), ("val_step", step), ("token_steps", checkpoint["token_steps"]),
                                ("seconds", checkpoint["train_seconds"])):  # fmt: skip
                 history[key].append(value)
+            took = format_duration(checkpoint["train_seconds"])
             log(f"step {step}: train {loss:.4f}, validation {val:.4f} nats/char, "
-                f"{checkpoint['token_steps']:,} token-steps, {checkpoint['train_seconds']:.0f} s")  # fmt: skip
+                f"{checkpoint['token_steps']:,} token-steps, {took}")  # fmt: skip
             if checkpoint_path is not None:
                 checkpoint["model"] = weights_of(model)
                 checkpoint["optimizer"] = optimizer_state_of(optimizer)

@@ -133,9 +133,11 @@ def test_check_close_fails_clearly(got, expected, fragment):
     assert fragment in str(caught.value)
 
 
-def test_hints_reach_the_message():
-    with pytest.raises(CheckFailed, match="hint: divide by the square root"):
+def test_hints_reach_the_message_as_things_to_check_after_where_the_values_differ():
+    with pytest.raises(CheckFailed) as caught:
         checks.check_close("scores", [2.0], [1.0], hint="divide by the square root of d_head")
+    assert str(caught.value).endswith("  first differs: at index (0,): expected 1, got 2\n"
+                                      "  things to check: divide by the square root of d_head")
 
 
 def test_check_true(capsys):
@@ -243,3 +245,147 @@ def test_module_calls_records_each_call_s_input_shape_and_with_grad_whether_auto
     assert len(calls) == 3
     with pytest.raises(TypeError, match="grad must be True or False"):
         checks.module_calls(layer, grad="yes")
+
+
+# Diagnosis: known mistakes named, the first difference shown, errors inside an answer reported as a check.
+
+def _failure(check, *args, **kwargs) -> CheckFailed:
+    with pytest.raises(CheckFailed) as caught:
+        check(*args, **kwargs)
+    return caught.value
+
+
+MASK = torch.ones(4, 4, dtype=torch.bool).triu(1)
+MISTAKES = {"the mask is inverted: True must mark a blocked key": ~MASK,
+            "keeps the past instead of the future (tril for triu)": MASK.T}
+
+
+@pytest.mark.parametrize("wrong, named", [(~MASK, "the mask is inverted"), (MASK.T, "keeps the past")])
+def test_a_known_mistake_is_named_in_one_line_and_no_hint_comes_with_it(wrong, named):
+    error = _failure(checks.check_equal, "mask", wrong, MASK, hint="the softmax's axis", mistakes=MISTAKES)
+    first = str(error).splitlines()[0]
+    assert first.startswith("mask: this is what a known mistake gives: ") and named in first
+    assert "softmax" not in str(error) and "things to check" not in str(error)
+    others = [label for label in MISTAKES if named not in label]
+    assert not any(label in str(error) for label in others), "a mistake the answer did not make is named"
+    assert error.parts["mistake"].startswith(named) and error.parts["hint"] == ""
+
+
+def test_no_mistake_matched_says_where_the_values_first_differ_and_names_none():
+    wrong = MASK.clone()
+    wrong[2, 3] = False  # a mistake no entry describes
+    error = _failure(checks.check_equal, "mask", wrong, MASK, hint="compare with pad_id", mistakes=MISTAKES)
+    text = str(error)
+    assert "first differs: at index (2, 3): expected True, got False (1 of 16 entries differ)" in text
+    assert "things to check: compare with pad_id" in text
+    assert not any(label in text for label in MISTAKES)
+    assert error.parts["mistake"] == "" and error.parts["where"].startswith("at index (2, 3)")
+
+
+def test_mistakes_are_computed_only_when_the_answer_fails(capsys):
+    def never():
+        raise AssertionError("computed for a right answer")
+
+    checks.check_equal("mask", MASK.clone(), MASK, mistakes={"never": never})
+    checks.check_close("x", [1.0], [1.0], mistakes={"never": never})
+    error = _failure(checks.check_close, "x", [3.0], [1.0],
+                     mistakes={"doubled": lambda: [2.0], "tripled": lambda: [3.0]})
+    assert "known mistake gives: tripled" in str(error) and "doubled" not in str(error)
+
+
+def test_check_close_matches_a_mistake_with_its_own_tolerance():
+    expected = torch.linspace(0, 1, 50)
+    mistake = expected * 2
+    error = _failure(checks.check_close, "p", mistake + 1e-7, expected, atol=1e-5, mistakes={"doubled": mistake})
+    assert "known mistake gives: doubled" in str(error)
+    error = _failure(checks.check_close, "p", mistake + 1e-2, expected, atol=1e-5, mistakes={"doubled": mistake})
+    assert "doubled" not in str(error) and "first differs: at index (0,)" in str(error)
+
+
+def test_a_mistake_of_another_shape_is_named_where_the_shape_is_wrong():
+    expected = torch.zeros(3, 1, 4)
+    error = _failure(checks.check_close, "out", torch.zeros(3, 4), expected,
+                     mistakes={"squeezes away the size-1 axis": torch.zeros(3, 4)}, hint="keep every axis")
+    assert str(error).splitlines()[0] == "out: wrong shape: squeezes away the size-1 axis"
+    assert "keep every axis" not in str(error)
+
+
+def test_a_mistake_that_gives_the_right_value_on_this_case_is_never_named():
+    error = _failure(checks.check_equal, "n", 5, 4, mistakes={"gives 4 too": 4, "off by one": 5})
+    assert "off by one" in str(error) and "gives 4 too" not in str(error)
+
+
+def test_mistakes_must_be_a_dict_of_lines():
+    with pytest.raises(TypeError, match="mistakes must be a dict"):
+        checks.check_equal("n", 5, 4, mistakes=[5])
+
+
+@pytest.mark.parametrize("got, expected, where", [
+    (torch.arange(100).flip(0), torch.arange(100), "at index (0,): expected 0, got 99 (100 of 100 entries differ)"),
+    (np.eye(3), np.zeros((3, 3)), "at index (0, 0): expected 0, got 1 (3 of 9 entries differ)"),
+    ([1, 2, [3, 4]], [1, 2, [3, 5]], "at [2][1]: expected 5, got 4"),
+    ([1, 2], [1, 2, 3], "the result has 2 items, expected 3"),
+    ({"a": 1, "b": 2}, {"a": 1, "c": 2}, "the result lacks the keys ['c'] and has the extra keys ['b']"),
+    ([torch.tensor([1, 2])], [torch.tensor([1, 3])], "[0] at index (1,): expected 3, got 2"),
+])
+def test_check_equal_says_where_the_values_first_differ(got, expected, where):
+    assert f"first differs: {where}" in str(_failure(checks.check_equal, "v", got, expected))
+
+
+def test_a_large_tensor_is_described_by_its_first_values_too():
+    """Expected and got of more than 8 entries no longer read the same."""
+    error = _failure(checks.check_equal, "ids", torch.arange(100).flip(0), torch.arange(100))
+    expected_line, got_line = str(error).splitlines()[1:3]
+    assert expected_line.endswith("a tensor of shape (100,), dtype torch.int64, first values [0, 1, 2, 3, 4, 5, ...]")
+    assert got_line.endswith("first values [99, 98, 97, 96, 95, 94, ...]")
+
+
+def test_check_close_says_where_nan_first_appears():
+    got = torch.ones(10)
+    got[4] = float("nan")
+    error = _failure(checks.check_close, "p", got, torch.ones(10))
+    assert "first differs: at index (4,): expected 1, got nan (1 of 10 entries differ)" in str(error)
+
+
+def _concatenates_on_the_wrong_axis(cache, new):
+    keys = torch.cat([cache, new], dim=2)
+    return keys
+
+
+def test_attempt_reports_an_error_inside_the_answer_with_the_learner_s_line():
+    error = _failure(checks.attempt, "head_step", _concatenates_on_the_wrong_axis, torch.zeros(1, 2, 4),
+                     torch.zeros(1, 1, 3))
+    lines = str(error).splitlines()
+    assert lines[0].startswith("head_step: raised RuntimeError: Sizes of tensors must match")
+    assert lines[1] == "  expected: a result, without an error"
+    line = _concatenates_on_the_wrong_axis.__code__.co_firstlineno + 1
+    assert lines[2] == (f"  where:    line {line}, in _concatenates_on_the_wrong_axis: "
+                        "keys = torch.cat([cache, new], dim=2)")
+    assert lines[3] == "  shapes:   cache (1, 2, 4), new (1, 1, 3)"
+    assert "Traceback" not in str(error) and error.__suppress_context__
+    assert error.parts["where"].endswith("dim=2) (shapes: cache (1, 2, 4), new (1, 1, 3))")
+
+
+def test_attempt_returns_the_result_and_lets_not_done_and_failed_checks_through():
+    assert checks.attempt("add", lambda a, b=0: a + b, 1, b=2) == 3
+
+    def not_done():
+        raise checks.NotDone(2, "head_step")
+
+    with pytest.raises(checks.NotDone, match="exercise 2 is not done yet"):
+        checks.attempt("head_step", not_done)
+    with pytest.raises(CheckFailed, match="^inner$"):
+        checks.attempt("f", lambda: (_ for _ in ()).throw(CheckFailed("inner")))
+
+
+def test_attempt_lets_the_grader_s_own_errors_through():
+    """In the teacher's grader the learner's function runs in another process; what the grader raises for it
+    (marked ``mllm_student``) it reports itself."""
+    from mllm_classroom.worker import raised_here
+
+    def remote():
+        raise raised_here("RuntimeError", "head_step", 2)
+
+    with pytest.raises(RuntimeError, match="raised by head_step") as caught:
+        checks.attempt("head_step", remote)
+    assert caught.value.mllm_student == {"type": "RuntimeError", "function": "head_step"}

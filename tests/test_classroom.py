@@ -256,8 +256,8 @@ def test_find_submission_takes_lms_copies_and_holds_two_for_review(tmp_path):
     newer.write_text("{}", encoding="utf-8")
     os.utime(newer, (2e9, 2e9))
     found, review = grading.find_submission(tmp_path, "05_lstm")
-    assert found == newer and review == ["2 files claim to be this student's 05_lstm (05_lstm.ipynb, "
-                                         "05_lstm (1).ipynb): graded 05_lstm (1).ipynb, held for review"]
+    assert found is None and review == ["2 files claim to be this student's 05_lstm (05_lstm.ipynb, "
+                                        "05_lstm (1).ipynb): none graded, held for review"]
     assert grading.find_submission(tmp_path, "04_learning_to_count") == (None, [])
 
 

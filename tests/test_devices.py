@@ -459,7 +459,8 @@ def test_notebook_07_trains_and_resumes_on_a_device(full_size_on_a_device, tmp_p
     namespace = dict(
         torch=torch, mllm_utils=mllm_utils, charlstm=charlstm, chartrain=chartrain, checkpoints=checkpoints,
         math=math, re=re, plt=plt, figures=_figures(), WORK=tmp_path, QUICK=False, SIZE="full", itos=itos,
-        train_data=train_data, val_data=val_data, post_token_steps=1.27e9,
+        train_data=train_data, val_data=val_data, post_token_steps=1.27e9, format_duration=runtime.format_duration,
+        plural=runtime.plural,
     )  # fmt: skip
     train_cell = cell_with("07_war_and_peace.ipynb", "result = charlstm.train(demo_model")
     run_cells([train_cell], namespace)
@@ -517,7 +518,7 @@ def test_start_says_what_the_full_size_does_on_a_gpu(monkeypatch, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert size == "full"
     assert lines[0] == "Run size: full (a GPU was found: Tesla T4), seed 0"
-    assert lines[1] == "Expected time: an estimated 10 minutes on a T4 GPU"
+    assert lines[1] == "Expected time on this GPU, Tesla T4: an estimated 10 minutes on a T4 GPU"
     assert lines[2] == "It trains the LSTM from scratch; the later sections sample your LSTM."
     assert lines[3].startswith("Quick size: 1 minute on a 2-core CPU. To run it, set MLLM_QUICK=1")
 

@@ -144,6 +144,17 @@ ATTACKS = {
     "class_forward": "class Scale(nn.Module):\n    def __init__(self, k):\n        super().__init__()\n"
                      "        self.k = nn.Parameter(torch.tensor(float(k)))\n\n    def forward(self, x):\n"
                      "        return x + self.k",
+    "watch_clear_attrgetter": "import operator\nimport mllm_utils\ndef linear_relu(x, layer):\n"
+                              "    out = torch.relu(x @ layer.weight.T + layer.bias)\n"
+                              "    for w in operator.attrgetter('checks.WATCH' + 'ING')(mllm_utils):\n"
+                              "        w.calls.clear()\n    return out",
+    "change_then_complex": "def linear_relu(x, layer):\n    out = torch.clamp(x @ layer.weight.T + layer.bias, min=0)\n"
+                           "    with torch.no_grad():\n        layer.weight.zero_()\n"
+                           "    layer.weight.data = layer.weight.data.to(torch.complex64)\n    return out",
+    "huge_hidden_text": "def double(x):\n    return 2 * x if x.shape == (2,) else ['x' * 3_000_000 + str(x.tolist())]",
+    "surrogate_error": "raise ValueError('\\udcff' * 3)",
+    "hidden_sleeper": "import time\ndef double(x):\n    if x.shape != (2,):\n        time.sleep(600)\n    return 2 * x",
+    "sleepy_cells": "import time\ntime.sleep(25)",  # eight such cells, each under the cell time limit
     "pickle_tofile": f"import numpy as np\nnp.frombuffer(__import__('base64').b64decode('{PICKLE}'), np.uint8)"
                      ".tofile('p.npy')\nnp.load('p.npy', allow_pickle=True)",
     # seeing what a student must not see
@@ -213,6 +224,7 @@ ATTACKS = {
 BEFORE = {"always_equal": "ex2-check", "history_in_error": "ex2-check", "inputs_in_result": "ex2-check",
           "forge_observation": "ex3-check", "call_the_layer": "ex3-check", "state_write_back": "ex3-check",
           "watch_clear": "ex3-check", "watch_overflow": "ex3-check", "alias_before_switch_off": "ex4-check",
+          "watch_clear_attrgetter": "ex3-check", "change_then_complex": "ex3-check",
           "class_forward": "ex5-check"}
 # Attacks on the notebook file itself (its JSON), not by code.
 FILE_ATTACKS = ("skip_execution_tags", "markdown_solution", "raw_solution", "nbgrader_x", "schema_version_4",
@@ -220,7 +232,23 @@ FILE_ATTACKS = ("skip_execution_tags", "markdown_solution", "raw_solution", "nbg
 HONEST = ["ada", "bob", "zed"]  # ada and bob start each shard; zed is graded after every attacker in its shard
 # Answers right, but by a way the exercise forbids: no points, or flagged and withheld.
 SHORTCUTS = {"forge_observation": "ex3", "call_the_layer": "ex3", "watch_clear": "ex3", "watch_overflow": "ex3",
-             "alias_before_switch_off": "ex4"}
+             "alias_before_switch_off": "ex4", "watch_clear_attrgetter": "ex3"}
+# Right answers written the way honest students write them (issue 32): full points, nothing flagged.
+VARIANTS = {
+    "variants_a": {
+        "ex1-solution": "%%time\ndef double(x):\n    return 2 * x",
+        "extra": ["import warnings\nwarnings.filterwarnings('ignore')",
+                  "x = torch.ones(3)\nfor i in range(3):\n    print(double(x + i))",
+                  "layer = nn.Linear(3, 2)\nprint(linear_relu(x, layer))"],
+        "tags": ["my-own-tag", "skip-execution"],
+    },
+    "variants_b": {
+        "extra": ["!nvidia-smi -L", "nn.Linear?", "%time y = double(torch.ones(2))",
+                  "from mllm_utils.checks import check_close\ncheck_close('mine', double(torch.ones(2)), [2.0, 2.0])",
+                  "model, accuracy = Scale(3), 1.0\nprint(model(torch.ones(2)))"],
+    },
+}
+BUDGET = 60  # --budget: what one submission's own process may use in all
 # Right answers everywhere, but a flagged cell moved before every check: all points held, whatever the order.
 ORDER_ATTACK = "withhold_order"
 
@@ -252,7 +280,7 @@ def lesson_notebook():
     return nb
 
 
-def submission(answers, attack=None, before="ex1-check"):
+def submission(answers, attack=None, before="ex1-check", times=1):
     nb = lesson_notebook()
     for c in nb.cells:
         gid = c.metadata.get("nbgrader", {}).get("grade_id")
@@ -262,7 +290,8 @@ def submission(answers, attack=None, before="ex1-check"):
             c.source = c.source.split("### BEGIN HIDDEN TESTS")[0].rstrip()
     if attack:
         at = [i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == before][0]
-        nb.cells.insert(at, cell(attack))
+        for _ in range(times):
+            nb.cells.insert(at, cell(attack))
     return nb
 
 
@@ -378,12 +407,22 @@ def hostile(tmp_path_factory):
     for name in HONEST:
         (subs / name).mkdir(parents=True)
         nbformat.write(submission(RIGHT), subs / name / lesson.name)
+    for name, variant in VARIANTS.items():
+        nb = submission({**RIGHT, **{k: v for k, v in variant.items() if k.endswith("-solution")}})
+        at = [i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "ex5-check"][0]
+        for extra in reversed(variant["extra"]):  # after exercise 4's check, before exercise 5's
+            added = cell(extra)
+            added.metadata["tags"] = variant.get("tags", [])
+            nb.cells.insert(at, added)
+        (subs / name).mkdir(parents=True)
+        nbformat.write(nb, subs / name / lesson.name)
     for i, (name, attack) in enumerate(ATTACKS.items()):
         answers = WRONG
         if name in SHORTCUTS:
             answers = {**WRONG, f"{SHORTCUTS[name]}-solution": RIGHT[f"{SHORTCUTS[name]}-solution"]}
         (subs / f"h{i:02d}_{name}").mkdir(parents=True)
-        nbformat.write(submission(answers, attack, before=BEFORE.get(name, "ex1-check")),
+        nbformat.write(submission(answers, attack, before=BEFORE.get(name, "ex1-check"),
+                                  times=8 if name == "sleepy_cells" else 1),
                        subs / f"h{i:02d}_{name}" / lesson.name)
     for name in FILE_ATTACKS:
         (subs / f"j_{name}").mkdir(parents=True)
@@ -411,7 +450,7 @@ def hostile(tmp_path_factory):
     out = base / "grades"
     env = {**os.environ, "HOME": str(home), "MLLM_TEST_TOKEN": SECRET_TOKEN}
     command = [sys.executable, "-m", "mllm_classroom", "--notebooks", str(lessons), "grade", str(subs),
-               "--out", str(out), "--timeout", "30"]
+               "--out", str(out), "--timeout", "30", "--budget", str(BUDGET)]
     watch = Watch(Path(tempfile_dir()))
     watch.start()
     started = time.monotonic()
@@ -450,11 +489,11 @@ def row_of(hostile, name):
 
 def test_the_class_is_graded(hostile):
     assert hostile["done"].returncode == 0, hostile["done"].stderr
-    assert len(hostile["rows"]) == len(HONEST) + len(ATTACKS) + len(FILE_ATTACKS) + 2
+    assert len(hostile["rows"]) == len(HONEST) + len(VARIANTS) + len(ATTACKS) + len(FILE_ATTACKS) + 2
 
 
 def test_honest_students_get_full_points_whatever_their_classmates_did(hostile):
-    for name in HONEST:
+    for name in [*HONEST, *VARIANTS]:
         row = hostile["rows"][name]
         assert (row["score"], row["status"], row["review"], row["sandbox"]) == ("5", "graded", "", "bubblewrap"), row
 
@@ -496,8 +535,8 @@ def test_what_review_cannot_trust_is_flagged(hostile):
     for name in ("patch_checks", "always_equal", "torch_function", "swallow_errors", "builtins", "np_load_pickle",
                  "dispatch_mode", "forge_observation", "read_solutions", "environment", "hook_hidden_tests",
                  "history_in_error", "grader_processes", "kill_everything", *FILE_ATTACKS):
-        if name == "deep_json":
-            continue  # not a notebook at all: its status says so
+        if name in ("deep_json", "skip_execution_tags"):
+            continue  # not a notebook at all: its status says so; tags are not read by the grader (no effect)
         assert row_of(hostile, name)["review"], name
 
 
@@ -592,3 +631,113 @@ def test_no_sandbox_is_said_in_every_row(tmp_path):
     assert [(r.points, r.sandbox) for r in results] == [({f"ex{k}": 1.0 for k in range(1, 6)},
                                                          "off (--no-sandbox)")] * 2
     assert [r["sandbox"] for r in grading_rows(tmp_path / "grades")] == ["off (--no-sandbox)"] * 2
+
+
+def test_a_hidden_test_leaves_no_trace_of_its_inputs_and_no_text_swells_a_report(hostile):
+    """A 3,000,000-character string spelling a hidden call's input, returned there: neither the string nor the
+    hidden check's name reaches the feedback; every CSV cell stays short (spreadsheets hold 32,767)."""
+    row = row_of(hostile, "huge_hidden_text")
+    assert row["ex1"] == "0", row
+    page = (hostile["out"] / "feedback" / next(s for s in hostile["rows"] if s.endswith("huge_hidden_text"))
+            / "99_hostile.html").read_text(encoding="utf-8")
+    assert len(page) < 20_000 and "xxxxxxxx" not in page and "3.5" not in page and "hidden case" not in page
+    assert "a hidden test (another case of this exercise) failed" in page
+    with open(hostile["out"] / "grades.csv", encoding="utf-8", newline="") as f:
+        assert max(len(c) for r in csv.reader(f) for c in r) <= 4_001
+
+
+def test_a_character_utf8_cannot_hold_stops_nothing(hostile):
+    """ValueError("\\udcff"): the class is graded, grades.csv written whole, the character replaced."""
+    assert hostile["done"].returncode == 0, hostile["done"].stderr
+    assert not list(hostile["out"].glob(".*.tmp"))
+    row = row_of(hostile, "surrogate_error")
+    assert row["status"] == "graded" and "raised ValueError: ???" in row["notes"], row
+
+
+def test_an_argument_changed_and_then_made_unreadable_fails(hostile):
+    row = row_of(hostile, "change_then_complex")
+    assert row["ex3"] == "0" and "changed argument 2 (its weight)" in row["notes"], row
+
+
+def test_one_submissions_time_is_bounded_by_its_calls_and_its_budget(hostile):
+    """A function that sleeps on hidden calls only is stopped after the call limit (CALL_FLOOR, the reference
+    check being fast); cells that sleep under the cell limit each are stopped when the budget is spent."""
+    sleeper = row_of(hostile, "hidden_sleeper")
+    assert sleeper["ex1"] == "0" and "a call of double ran past" in sleeper["notes"], sleeper
+    honest = max(float(hostile["rows"][name]["seconds"]) for name in HONEST)
+    # at most its budget beyond an honest classmate's time, and some slack for a loaded machine (unbounded, the
+    # eight cells below would take 200 s)
+    assert float(sleeper["seconds"]) < honest + BUDGET + 60, (sleeper, honest)
+    cells = row_of(hostile, "sleepy_cells")
+    assert f"it used its whole time budget ({BUDGET} s)" in cells["notes"], cells
+    assert float(cells["seconds"]) < honest + BUDGET + 60, (cells, honest)
+    assert cells["score"] == "0"
+
+
+def test_honest_variants_are_graded_in_full_and_unflagged(hostile):
+    for name in VARIANTS:
+        row = hostile["rows"][name]
+        assert (row["score"], row["review"], row["withheld"], row["status"]) == ("5", "", "", "graded"), row
+
+
+def test_no_character_and_no_length_stops_or_swells_the_reports(tmp_path):
+    from mllm_classroom.reports import write_reports
+
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    nbformat.write(lesson_notebook(), lessons / "99_hostile.ipynb")
+    huge = "x" * 3_000_000
+    result = grading.Result("ada", "99_hostile", points={f"ex{k}": 0.0 for k in range(1, 6)},
+                            notes=["cell 3 raised ValueError: \udcff\udcfe", huge], display="Ada \ud800",
+                            verdicts={"ex1": {"part": "hidden", "kind": "check", "name": "E=12, H=3, head 0",
+                                              "problem": f"the result cannot be read as an array of numbers ({huge})",
+                                              "expected": "3.5", "hint": "E=12"},
+                                      "ex2": {"part": "visible", "kind": "check", "name": "words", "problem": huge,
+                                              "expected": huge, "hint": "\udcff"}})
+    write_reports([result], [lessons / "99_hostile.ipynb"], tmp_path / "out")
+    with open(tmp_path / "out" / "grades.csv", encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f))
+    notes = rows[1][rows[0].index("notes")]
+    assert max(len(c) for r in rows for c in r) <= 4_001 and "raised ValueError: ??" in notes
+    page = (tmp_path / "out" / "feedback" / "ada" / "99_hostile.html").read_text(encoding="utf-8")
+    assert len(page) < 10_000 and "E=12" not in page and "3.5" not in page and "Ada ?" in page
+    assert "a hidden test (another case of this exercise) failed: the result cannot be read as an array of numbers" \
+        in page
+
+
+def test_a_call_an_exercise_must_make_is_counted_by_the_judge(tmp_path):
+    """03's "two calls of rnn_forward": the function the exercise must call runs in the judge (a stand-in in the
+    student's process sends each call there), so the judge counts the calls itself and adding to a count in the
+    student's process gains nothing; calling one's own copy is not calling it."""
+    nb = nbformat.v4.new_notebook(cells=[
+        cell("import torch\nfrom mllm_utils.checks import check_close, check_equal, function_calls\n\n\n"
+             "def step(x, w):\n    return x + w"),
+        cell("def twice(x, w):\n    ### BEGIN SOLUTION\n    return step(step(x, w), w)\n    ### END SOLUTION",
+             grade_id="ex1-solution", solution=True),
+        cell("w = torch.nn.Parameter(torch.ones(2))  # a weight with a gradient: the result is part of a graph\n"
+             "with function_calls('step') as calls:\n    got = twice(torch.ones(2), w)\n"
+             "check_equal('calls of step', len(calls), 2)\ncheck_close('twice', got.detach(), [3.0, 3.0])",
+             grade_id="ex1-check", grade=True, locked=True, points=1),
+    ])
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    nb.metadata["mllm"] = {"quick_run_seconds": 5, "quick_peak_mib": 1200}
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    nbformat.write(nb, lessons / "98_proxy.ipynb")
+    answers = {"honest": "def twice(x, w):\n    return step(step(x, w), w)",
+               "forger": "from mllm_utils.checks import WATCHING\ndef twice(x, w):\n    for watch in WATCHING:\n"
+                         "        if isinstance(getattr(watch, 'calls', None), list):\n"
+                         "            watch.calls.extend(['step', 'step'])\n    return x + 2 * w",
+               "own_copy": "def my_step(x, w):\n    return x + w\n"
+                           "def twice(x, w):\n    return my_step(my_step(x, w), w)"}
+    for name, answer in answers.items():
+        mine = nbformat.from_dict(json.loads(nbformat.writes(nb)))
+        mine.cells[1].source = answer
+        (tmp_path / "class" / name).mkdir(parents=True)
+        nbformat.write(mine, tmp_path / "class" / name / "98_proxy.ipynb")
+    results = {r.student: r for r in grading.grade(tmp_path / "class", [lessons / "98_proxy.ipynb"],
+                                                   tmp_path / "grades", timeout=120, use_sandbox=False)}
+    assert results["honest"].points == {"ex1": 1.0} and results["honest"].review == [], results["honest"]
+    assert results["forger"].points == {"ex1": 0.0} and results["forger"].withheld == 0.0, results["forger"]
+    assert "calls of step" in json.dumps(results["forger"].verdicts), results["forger"].verdicts
+    assert results["own_copy"].points == {"ex1": 0.0}, results["own_copy"]

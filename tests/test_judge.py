@@ -276,3 +276,115 @@ def test_a_view_with_gaps_arrives_as_one_and_without_the_rest_of_its_storage():
         shown = set(view.flatten().tolist())
         stored = torch.tensor([], dtype=got.dtype).set_(got.untyped_storage()).tolist()
         assert set(stored) <= shown | {0}, "the student's copy holds values the slice does not show"
+
+
+class Masked(torch.nn.Module):  # a lesson's head: a buffer of context_len squared, not among the weights sent back
+    def __init__(self, dim, context_len):
+        super().__init__()
+        self.query = torch.nn.Linear(dim, dim, bias=False)
+        self.register_buffer("blocked", torch.ones(context_len, context_len, dtype=torch.bool).triu(1),
+                             persistent=False)
+
+
+Masked.__module__ = "__main__"
+
+
+def test_a_module_too_large_to_rebuild_is_refused_before_it_is_built():
+    """MaskedHead(context_len=50000) would allocate 2.5 GB of mask while the judge rebuilt it: its sizes are
+    measured on the meta device first, and it is refused without allocating anything."""
+    student = Masked(4, 8)
+    blobs = []
+    data = codec.decode(json.loads(json.dumps(codec.encode(student, blobs, lambda m: ((4, 8), {})))), blobs)
+    data.where = "__main__"
+    assert type(codec.rebuild_module(data, {"Masked": Masked})) is Masked
+    data.init = [[4, 50_000], {}]
+    with pytest.raises(codec.DecodeError, match="would take 2,384 MiB to rebuild"):
+        codec.rebuild_module(data, {"Masked": Masked})
+    assert codec.module_bytes(Masked(4, 8)) == 4 * 4 * 4 + 8 * 8
+
+
+def test_an_argument_changed_in_place_is_seen_whatever_its_kind():
+    """A list rewritten in place, an item swapped, a dict changed, and a tensor changed and then made complex
+    (whose state cannot be encoded): each is reported; an untouched argument is not (fail closed)."""
+    from mllm_classroom import worker
+
+    box = Sandbox("student", Limits(memory_mib=2048), use_sandbox=False)
+    channel = box.start()
+    try:
+        channel.send({"op": "run", "code": (
+            "import torch\n"
+            "def drop(words, table):\n    words[:] = [w for w in words if len(w) > 1]\n    table['x'] = 1\n"
+            "    return len(words)\n"
+            "def swap(items):\n    items[0] = torch.zeros(1)\n    return 0\n"
+            "def hide(x):\n    x.zero_()\n    x.data = x.data.to(torch.complex64)\n    return 0\n"
+            "def keep(words, x):\n    return len(words) + x.numel()")})
+        assert channel.recv(timeout=60)[0] == {"ok": True}
+        cases = [("drop", (["a", "bc"], {"y": 2})), ("swap", ([torch.ones(1)],)), ("hide", (torch.ones(2),)),
+                 ("keep", (["a"], torch.ones(2)))]
+        replies = {}
+        for n, (name, args) in enumerate(cases):
+            channel.send({"op": "call", "name": name, "watch": [], "id": n}, [codec.pack_call(args, {})])
+            replies[name] = channel.recv(timeout=30)
+    finally:
+        box.kill()
+    assert replies["drop"][0]["changed"] == [["a", 0], ["a", 1]]
+    assert replies["swap"][0]["changed"] == [["a", 0]]
+    assert replies["hide"][0]["unreadable"] == [["a", 0]]
+    keep = replies["keep"][0]
+    assert (keep["changed"], keep["unreadable"], keep["state"]) == ([], [], [])
+    from mllm_utils.checks import CheckFailed
+
+    for name in ("drop", "swap", "hide"):
+        header, blobs = replies[name]
+        with pytest.raises(CheckFailed, match="changed"):
+            worker.Link._take_state(name, [], header["state"], blobs, header["unreadable"], header["changed"])
+    with pytest.raises(codec.DecodeError, match="without the state"):  # an answer that leaves them out
+        worker.Link._take_state("keep", [], [], [], None, None)
+
+
+def test_a_model_sent_back_without_its_handle_is_refused():
+    """Without the handle the judge would run its own class's forward (the solution's) in the student's place."""
+    from mllm_classroom import worker
+
+    data = codec.ModuleData("Tiny", "__main__", [[3, 2], {}], Tiny(3, 2).state_dict(), False, None)
+    with pytest.raises(codec.DecodeError, match="without the handle"):
+        worker.Link(None, {"Tiny": Tiny})._rebuild(data)
+    data.handle = 7
+    rebuilt = worker.Link(None, {"Tiny": Tiny})._rebuild(data)
+    assert type(rebuilt) is Tiny and rebuilt.forward.__name__ == "forward" and "Tiny" not in repr(rebuilt.forward)
+
+
+class Base(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.head = torch.nn.Linear(n, n)
+
+
+class Built(Base):  # the exercise: a subclass of the lesson's Base
+    pass
+
+
+class Alone(torch.nn.Module):  # the same weights, not built on Base
+    def __init__(self, n):
+        super().__init__()
+        self.head = torch.nn.Linear(n, n)
+
+
+for _cls in (Base, Built, Alone):
+    _cls.__module__ = "__main__"
+
+
+def test_a_model_not_built_on_the_lessons_class_is_refused():
+    """05's GRUModel must be a SequenceModel: the judge rebuilds its own class, so the student's class's own
+    bases (the notebook's classes it is built on) must be the same."""
+    for student, ok in ((Built(2), True), (Alone(2), False)):
+        blobs = []
+        encoded = codec.encode(student, blobs, lambda m: ((2,), {}), handles={})
+        assert encoded["bases"] == (["Base"] if ok else [])
+        data = codec.decode(json.loads(json.dumps(encoded)), blobs)
+        data.name = "Built"
+        if ok:
+            assert type(codec.rebuild_module(data, {"Built": Built})) is Built
+        else:
+            with pytest.raises(codec.DecodeError, match="built on no class of the notebook, not on Base"):
+                codec.rebuild_module(data, {"Built": Built})

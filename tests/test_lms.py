@@ -294,24 +294,72 @@ def test_a_zip_of_the_unpacked_folder_and_a_plain_folder(tmp_path):
 
 
 def test_a_canvas_name_that_reads_as_another_students_is_decided_by_the_roster_or_not_graded():
-    """Canvas keeps a trailing `_999` in a name: `x_999` makes a file that also reads as student 999's."""
+    """Canvas keeps a trailing `_999` in a name: `x_999` makes a file that also reads as student 999's. The fixed
+    fields are read from the left; a later id counts only where the roster says the leftmost is no student's."""
     name = "x_999_123_456_99_answer.ipynb"
     up = lms.Upload(name)
     lms.parse_canvas(up)
     assert [(r["name"], r["id"]) for r in up.readings] == [("x", "999"), ("x_999", "123"), ("x_999_123", "456")]
     download = lms.Download(Path("."), "canvas", [up])
     download.choose(STEMS, STEMS)
-    assert (up.student, up.file, up.what) == ("123", "99_answer.ipynb", "graded")  # only one reading is a notebook
+    assert up.what.startswith("its name reads as more than one student's (999, 123, 456): not graded")
+    up = lms.Upload(name)
+    lms.parse_canvas(up)
+    lms.Download(Path("."), "canvas", [up]).choose(STEMS, STEMS, roster={"123": "", "124": ""})
+    assert (up.student, up.file, up.what) == ("123", "99_answer.ipynb", "graded")  # 999 is no student's
     crafted = lms.Upload("x_999_123_456_99_answer_999_7_99_answer.ipynb")  # the file's own name plays along
     lms.parse_canvas(crafted)
     download = lms.Download(Path("."), "canvas", [crafted])
     download.choose(STEMS, STEMS)
-    assert crafted.what.startswith("its name reads as more than one student's (123, 999): not graded")
+    assert crafted.what.startswith("its name reads as more than one student's (999, 123,")
     crafted = lms.Upload("x_999_123_456_99_answer_999_7_99_answer.ipynb")
     lms.parse_canvas(crafted)
     download = lms.Download(Path("."), "canvas", [crafted])
     download.choose(STEMS, STEMS, roster={"123": "", "124": ""})
     assert (crafted.student, crafted.what) == ("123", "graded")
+
+
+def test_an_id_later_in_a_canvas_name_never_counts():
+    """Mallory (id 2002) uploads `x_1001_1_03_recurrent_networks-99.ipynb`: it also reads as Ada's (id 1001) with a
+    larger resubmission number than Ada's own upload. Without the roster, it is not Ada's; Ada's own is graded."""
+    stems = ["03_recurrent_networks"]
+    mallory = lms.Upload("mallory_2002_555_x_1001_1_03_recurrent_networks-99.ipynb")
+    ada = lms.Upload("lovelaceada_1001_7_03_recurrent_networks.ipynb")
+    for up in (mallory, ada):
+        lms.parse_canvas(up)
+    download = lms.Download(Path("."), "canvas", [mallory, ada])
+    download.choose(stems, stems)
+    assert download.chosen == {("1001", "03_recurrent_networks"): ada} and ada.what == "graded"
+    assert mallory.what.startswith("its name reads as more than one student's (2002, 1001")
+    results = [Result("1001", "03_recurrent_networks", points={"ex1": 4.0})]
+    download.annotate(results)
+    assert results[0].points == {"ex1": 4.0} and results[0].status == "graded"
+    # Mallory's own name part holds a notebook's name: it is hers (the leftmost id), never Ada's
+    sly = lms.Upload("mallory_2002_556_03_recurrent_networks_1001_1_03_recurrent_networks-99.ipynb")
+    ada = lms.Upload("lovelaceada_1001_7_03_recurrent_networks.ipynb")
+    for up in (sly, ada):
+        lms.parse_canvas(up)
+    download = lms.Download(Path("."), "canvas", [sly, ada])
+    download.choose(stems, stems)
+    assert (sly.student, ada.student, ada.what) == ("2002", "1001", "graded")
+
+
+def test_two_canvas_files_claiming_one_student_by_an_unsure_name_are_both_held(tmp_path):
+    """Without the roster, a file whose name reads two ways is taken by its leftmost reading; when another file
+    claims the same student, neither is graded and the row's points are left empty for the teacher."""
+    stems = ["99_answer"]
+    own = lms.Upload("ada_999_7_99_answer.ipynb")
+    odd = lms.Upload("ada_999_8_99_answer_5_6_99_answer.ipynb")  # (ada, 999, 8) or (ada_999_8_99_answer, 5, 6)
+    for up in (own, odd):
+        lms.parse_canvas(up)
+    download = lms.Download(Path("."), "canvas", [own, odd])
+    download.choose(stems, stems)
+    assert download.chosen == {} and set(download.held) == {("999", "99_answer")}
+    assert all(u.what.startswith("one of 2 files that claim to be this student's 99_answer: none graded")
+               for u in (own, odd))
+    results = [Result("999", "99_answer", status="missing")]
+    download.annotate(results)
+    assert results[0].points == {} and results[0].status.startswith("held for review: 2 files claim")
 
 
 def test_with_the_roster_a_canvas_name_is_read_by_the_students_own_name():
@@ -351,11 +399,15 @@ def test_in_a_plain_folder_two_files_claiming_one_student_are_held_for_review(tm
     os.utime(drive / "Ada Lovelace - 99_answer final.ipynb", (2e9, 2e9))
     download = lms.read_download(drive)
     download.choose(STEMS, STEMS)
-    results = [Result("Ada Lovelace", "99_answer", points={"ex1": 1.0})]
+    assert download.chosen == {}  # neither is graded: not the newest, not the first
+    folder = download.lay_out(tmp_path / "laid")
+    assert [p.name for p in (folder / "Ada Lovelace").iterdir()] == []
+    results = [Result("Ada Lovelace", "99_answer", status="missing")]  # what grade() says of an empty folder
     download.annotate(results)
-    assert results[0].points == {"ex1": 0.0} and results[0].withheld == 1.0
-    assert results[0].review == ["2 files claim to be this student's 99_answer; graded the newest, "
-                                 "99_answer final.ipynb: held until you have looked"]
+    assert results[0].points == {} and results[0].withheld == 0.0  # empty for the teacher, never 0 of 1
+    assert results[0].status == ("held for review: 2 files claim to be this student's 99_answer (Ada Lovelace - "
+                                 "99_answer.ipynb, Ada Lovelace - 99_answer final.ipynb); none graded, grade by hand")
+    assert results[0].review == ["2 files claim to be this student's 99_answer: none graded"]
 
 
 # ---------------------------------------------------------------- zips that are refused, whole
@@ -471,6 +523,22 @@ def test_canvas_gradebook_filled_and_read_back_by_canvas_rules(tmp_path):
     assert lines[0] == "canvas-import.csv: 2 students graded, 2 missing (0) in 'Notebook 99 (4242)'; scaled from 1 " \
                        "to 4 points, the assignment's maximum"
     assert "not in the Canvas file, so not in canvas-import.csv: 126" in lines[1]
+
+
+def test_a_held_row_is_left_empty_in_the_lms_import(tmp_path):
+    """Two files claiming one student: the import leaves that grade as it was (empty), never 0 or the newest's."""
+    lesson = one_exercise_lesson(tmp_path / "nb" / "99_answer.ipynb")
+    gradebook = tmp_path / "gradebook.csv"
+    gradebook.write_text(GRADEBOOK, encoding="utf-8")
+    download = canvas_download(tmp_path)
+    sheet = lms_import.read_sheet("canvas", gradebook, "Notebook 99 (4242)", None)
+    held = "held for review: 2 files claim to be this student's 99_answer (a, b); none graded, grade by hand"
+    results = results_for({"123": held, "124": 1.0})
+    lines = lms_import.write_back(sheet, results, [lesson], download, tmp_path)
+    _, _, grades = canvas_reads(tmp_path / "canvas-import.csv")
+    assert (grades[123]["4242"], grades[124]["4242"]) == ("", "4")
+    assert "left empty in canvas-import.csv, for you to grade (more than one file claims each): 123" in lines
+    assert lms_import.comment(results[:1], {"99_answer": 1.0}).startswith("99_answer: held for your teacher")
 
 
 def test_canvas_gradebook_with_semicolons_and_one_assignment(tmp_path):

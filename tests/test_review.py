@@ -56,6 +56,21 @@ HONEST = [
     "def double(x):\n    for i in range(1):\n        pass\n    return 2 * x",
     "%matplotlib inline\ndef double(x):\n    return 2 * x",
 ]
+# What honest students do (issue 32): none changes a verdict, since every check reads its inputs, reference
+# values and helpers from the judge's own run of the lesson; none is a finding.
+HONEST_VARIANTS = {
+    "timed solution": "%%time\ndef double(x):\n    return 2 * x",
+    "timeit line": "%timeit -n 3 -r 1 double(data)",
+    "time line": "%time y = double(data)",
+    "gpu listed": "!nvidia-smi -L",
+    "help": "torch.nn.RNN?",
+    "warnings": "import warnings\nwarnings.filterwarnings('ignore')",
+    "own x": "x = torch.randn(3)\nprint(double(x))",
+    "own data": "data = torch.ones(2)\nprint(double(data))",
+    "loop with i": "for i in range(3):\n    print(double(torch.tensor(float(i))))",
+    "model and accuracy": "model, accuracy = torch.nn.RNN(3, 4), 0.5",
+    "own check": "from mllm_utils.checks import check_close\ncheck_close('mine', double(torch.ones(2)), [2.0, 2.0])",
+}
 HOSTILE = {
     "checks.check_close = lambda *a, **k: None": "assigns to checks.check_close",
     "import mllm_utils.checks as c\nc.check_close = print": "assigns to c.check_close",
@@ -63,7 +78,6 @@ HOSTILE = {
     "m = checks\nm.allclose = print": "assigns to m.allclose",
     "torch.Tensor.sub = lambda *a: 0": "assigns to torch.Tensor.sub",
     "check_close = lambda *a, **k: None": "rebinds check_close",
-    "data = None": "rebinds data, which a check reads",
     "setattr(checks, 'check_close', print)": "uses setattr",
     "import sys\nsys.modules['x'] = 1": "imports sys",
     "import importlib": "imports importlib",
@@ -83,7 +97,15 @@ HOSTILE = {
     "X = type('X', (), {'__eq__': lambda s, o: True})": "names __eq__ in a string",
     "%env X=1\nimport os": "imports os",
     "!echo 'import os' > helper.py\nimport helper": "uses get_ipython",
-    "%time double(data)": "uses get_ipython",
+    "%time import os": "imports os",
+    "%%time\nimport mllm_utils.checks as c\nc.check_close = print": "assigns to c.check_close",
+    "!rm -rf ~": "uses get_ipython",
+    "%%bash\nls": "uses get_ipython",
+    "from mllm_utils.checks import WATCHING": "imports WATCHING from the course's checks",
+    "import operator\nf = operator.attrgetter('checks.WATCH' + 'ING')": "imports operator",
+    "y = torch._native_multi_head_attention": "a private part of a library",
+    "f = torch.nn.modules.transformer._generate_square_subsequent_mask": "a private part of a library",
+    "from functools import reduce\nf = reduce(getattr, ['nn', 'functional'], torch)": "uses getattr as a value",
     "%matplotlib $(rm -rf ~)": "uses get_ipython",
 }
 
@@ -91,6 +113,16 @@ HOSTILE = {
 def test_honest_answers_give_no_finding():
     for answer in HONEST:
         assert findings_of(submitted(answer)) == [], answer
+
+
+@pytest.mark.parametrize("name", list(HONEST_VARIANTS))
+def test_what_honest_students_do_gives_no_finding(name):
+    code = HONEST_VARIANTS[name]
+    assert findings_of(submitted("def double(x):\n    return 2 * x", extra=code)) == [], name
+    if "def double" in code:
+        assert findings_of(submitted(code)) == [], name
+    tagged = submitted("def double(x):\n    return 2 * x", extra=code, extra_meta={"tags": ["my-own-tag"]})
+    assert findings_of(tagged) == [], name  # a tag from JupyterLab's tag editor: the grader reads no tag
 
 
 @pytest.mark.parametrize("code, what", HOSTILE.items(), ids=range(len(HOSTILE)))
@@ -101,6 +133,37 @@ def test_each_way_around_a_check_is_found_in_a_solution_or_an_added_cell(code, w
         assert {f.cell for f in findings} == {cell}
 
 
+FORBIDDING = nbformat.v4.new_notebook(cells=[
+    nbformat.v4.new_code_cell("import torch\nfrom torch import nn\nfrom mllm_utils.checks import switched_off"),
+    nbformat.v4.new_code_cell("def affine(x, w, b):\n    ### BEGIN SOLUTION\n    return x @ w.T + b\n"
+                              "    ### END SOLUTION"),
+    nbformat.v4.new_code_cell("with switched_off('nn.Linear'):\n    got = affine(torch.ones(2), torch.ones(3, 2), "
+                              "torch.zeros(3))"),
+])
+FORBIDDING.cells[1].metadata["nbgrader"] = {"grade_id": "ex1-solution", "solution": True, "grade": False,
+                                            "locked": False}
+FORBIDDING.cells[2].metadata["nbgrader"] = {"grade_id": "ex1-check", "solution": False, "grade": True,
+                                            "locked": True, "points": 1}
+
+
+@pytest.mark.parametrize("extra, answer, what", [
+    ("layer = nn.Linear(2, 3)\nprint(affine(torch.ones(2), layer.weight, layer.bias), layer(torch.ones(2)))",
+     None, None),  # trying the function beside the layer it replaces: honest
+    ("Lin = nn.Linear", None, "uses Linear, which this exercise asks you to do without"),
+    ("def helper(x):\n    return nn.Linear(2, 3)(x)", None, "uses Linear, which this exercise asks you to do without"),
+    ("layer = nn.Linear(2, 3)", "def affine(x, w, b):\n    return layer(x)", "reads layer, made in cell 2 with Linear"),
+    ("layer = nn.Linear(2, 3)", "def affine(x, layer, b):\n    return x @ layer.T + b", None),  # its own argument
+])
+def test_a_forbidden_routine_counts_where_it_can_reach_the_solution(extra, answer, what):
+    nb = nbformat.from_dict(nbformat.v4.new_notebook(cells=[c.copy() for c in FORBIDDING.cells]))
+    if answer is not None:
+        nb.cells[1] = nbformat.v4.new_code_cell(answer)
+        nb.cells[1].metadata["nbgrader"] = dict(FORBIDDING.cells[1].metadata["nbgrader"])
+    nb.cells.insert(2, nbformat.v4.new_code_cell(extra))
+    findings = [f.what for f in findings_of(nb, FORBIDDING)]
+    assert (findings == []) if what is None else any(what in f for f in findings), findings
+
+
 def test_a_cell_is_named_by_what_it_does_whatever_flags_it_carries():
     locked = {"nbgrader": {"grade_id": "my-own", "locked": True, "grade": True, "points": 1}}
     found = findings_of(submitted("def double(x):\n    return 2 * x", extra="import os", extra_meta=locked))
@@ -109,7 +172,6 @@ def test_a_cell_is_named_by_what_it_does_whatever_flags_it_carries():
 
 
 @pytest.mark.parametrize("change, what", [
-    (lambda nb: nb.cells[2].metadata.update(tags=["skip-execution"]), "cell tags the student version does not have"),
     (lambda nb: nb.cells[0].metadata.update(nbgrader="x"), "nbgrader metadata that differs"),
     (lambda nb: nb.cells[2].metadata["nbgrader"].update(schema_version=4), "nbgrader metadata that differs"),
     (lambda nb: nb.cells.insert(1, nbformat.v4.new_code_cell("if 1 <> 2:\n    pass")), "code that does not parse"),

@@ -96,6 +96,21 @@ def test_first_element_data():
     assert torch.equal(Y, numbers[0].expand(4, -1))
 
 
+
+def test_data_follows_the_default_dtype():
+    # Notebook 05 trains in double precision (torch.set_default_dtype(torch.float64)): the data must follow.
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        X, Y = sequence_data("first", seq_len=4, vocab_size=10)
+        rnn = RNN(10, 3)
+    finally:
+        torch.set_default_dtype(before)
+    assert X.dtype == torch.float64 and Y.dtype == torch.long
+    assert rnn.w_hh.dtype == torch.float64
+    out, h = rnn(X)
+    assert out.dtype == torch.float64 and out.shape == (4, 6, 3)
+
 @pytest.mark.parametrize(
     "task, seq_len, vocab_size, match",
     [

@@ -167,7 +167,7 @@ def test_start_at_the_full_size_says_what_it_does_and_the_time_of_this_machine(m
     mllm_utils.start("1 minute on a 2-core CPU", "2 hours on a 2-core CPU", gpu_time="an estimated 5 minutes on a "
                      "T4 GPU", full_does="trains a model", afterwards="later sections sample it")  # fmt: skip
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1] == ("Expected time: an estimated 5 minutes on a T4 GPU" if gpu else
+    assert lines[1] == ("Expected time on this GPU, Tesla T4: an estimated 5 minutes on a T4 GPU" if gpu else
                         "Expected time: 2 hours on a 2-core CPU; with a GPU, an estimated 5 minutes on a T4 GPU")
     assert lines[2] == "It trains a model; later sections sample it."
 
@@ -212,3 +212,120 @@ def test_model_device_and_wide_float():
     assert runtime.model_device(torch.nn.ReLU()).type == "cpu"
     assert runtime.wide_float("cpu") == torch.float64 and runtime.wide_float("mps") == torch.float32
     runtime.synchronize("cpu")  # nothing to wait for
+
+
+# ---------------------------------------------------------------- times measured on one kind of GPU (issue 34)
+
+MEASURED = {"H100": "about 2 minutes on an NVIDIA H100 GPU (measured)"}
+ESTIMATE = "an estimated 2 to 15 minutes on a T4 GPU (scaled from the H100's measured time)"
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("NVIDIA H100 80GB HBM3", MEASURED["H100"]),  # the class that was measured: its measured time
+    ("NVIDIA H100 PCIe", MEASURED["H100"]),
+    ("Tesla T4", ESTIMATE),  # any other GPU: the estimate
+    ("NVIDIA A100-SXM4-40GB", ESTIMATE),
+])  # fmt: skip
+def test_start_on_a_gpu_names_it_and_gives_the_measured_time_of_its_class(monkeypatch, capsys, name, expected):
+    monkeypatch.setenv("MLLM_QUICK", "0")
+    monkeypatch.delenv("MLLM_SMOKE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *_: name)
+    mllm_utils.start("1 minute on a 2-core CPU", "95 minutes on a 2-core CPU", gpu_time=ESTIMATE,
+                     gpu_measured=MEASURED, full_does="trains a model")  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == f"Expected time on this GPU, {name}: {expected}"
+
+
+def test_start_without_a_gpu_offers_the_measured_and_the_estimated_gpu_times(monkeypatch, capsys):
+    monkeypatch.setenv("MLLM_QUICK", "1")
+    monkeypatch.delenv("MLLM_SMOKE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    mllm_utils.start("1 minute on a 2-core CPU", "95 minutes on a 2-core CPU", gpu_time=ESTIMATE,
+                     gpu_measured=MEASURED, full_does="trains a model")  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].startswith(f"Full size: 95 minutes on a 2-core CPU; with a GPU, {MEASURED['H100']}, {ESTIMATE}; "
+                               "it trains a model.")  # fmt: skip
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({"gpu_measured": MEASURED}, ValueError, "give gpu_time too"),
+    ({"gpu_time": ESTIMATE, "gpu_measured": {"H100": "2 minutes on an H100"}}, ValueError, "say that it was measured"),
+    ({"gpu_time": ESTIMATE, "gpu_measured": {"H100": "2 minutes (measured"}}, ValueError, "one phrase"),
+    ({"gpu_time": ESTIMATE, "gpu_measured": {}}, TypeError, "a dict from a part of a GPU's name"),
+    ({"gpu_time": ESTIMATE, "gpu_measured": [("H100", "2 minutes, measured")]}, TypeError, "a dict"),
+    ({"gpu_time": ESTIMATE, "gpu_measured": {"": "2 minutes, measured"}}, ValueError, "a key of gpu_measured"),
+])  # fmt: skip
+def test_start_rejects_measured_gpu_times_it_cannot_print(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        mllm_utils.start("1 minute on a CPU", "1 hour on a CPU", **kwargs)
+
+
+# ---------------------------------------------------------------- durations and counts in words (issue 34)
+
+
+@pytest.mark.parametrize(("seconds", "words"), [
+    # the H100's figures (the course's run of 2026-11-27): 10's training, 07's training and its epochs
+    (38, "38 seconds"),
+    (76, "1 minute 16 seconds"),
+    (76 / 22, "3.5 seconds"),
+    (84.4, "1 minute 24 seconds"),
+    (1.27e9 / 914_593, "23 minutes"),  # the post's budget at 07's measured token-steps per second there
+    # the CPU's: the shipped runs, an epoch of them, the post's budget at the shipped LSTM's pace
+    (6_654, "111 minutes"),
+    (109 * 60 / 22, "4 minutes 57 seconds"),
+    (1.27e9 / 9_532, "37 hours"),
+    (3 * 68 * 60, "3 hours 24 minutes"),
+    # the edges: singular where the number is 1, a unit that never prints 0
+    (0, "under 0.1 seconds"),
+    (0.04, "under 0.1 seconds"),
+    (0.06, "0.1 seconds"),
+    (1.0, "1 second"),
+    (1.04, "1 second"),
+    (9.94, "9.9 seconds"),
+    (9.96, "10 seconds"),
+    (59.4, "59 seconds"),
+    (59.6, "1 minute"),
+    (61, "1 minute 1 second"),
+    (599.4, "9 minutes 59 seconds"),
+    (599.6, "10 minutes"),
+    (60 * 119.4, "119 minutes"),
+    (60 * 119.6, "2 hours"),
+    (3600 + 7200, "3 hours"),
+    (7200 + 60, "2 hours 1 minute"),
+    (36_000, "10 hours"),
+    (3600 * 24 * 3, "72 hours"),
+])  # fmt: skip
+def test_format_duration_reads_right_at_any_speed(seconds, words):
+    assert runtime.format_duration(seconds) == words
+
+
+def test_format_duration_never_prints_a_zero_or_a_wrong_plural():
+    # Every duration from a millisecond to two days, on a logarithmic grid: the number before each unit is at
+    # least 1 (or the phrase says "under 0.1"), a unit after exactly 1 is singular, any other is plural.
+    for seconds in np.geomspace(1e-3, 2 * 86_400, 4_000):
+        words = runtime.format_duration(float(seconds))
+        assert not re.search(r"(^|\s)0(\.0)?\s", words), words
+        assert not re.search(r"(^|\s)1 (seconds|minutes|hours)\b", words), words
+        assert not re.search(r"(^|\s)(?!1 )[\d.,]+ (second|minute|hour)\b(?!s)", words), words
+        assert words.endswith(("second", "seconds", "minute", "minutes", "hour", "hours")), words
+
+
+@pytest.mark.parametrize(("bad", "error"), [(-1, ValueError), (float("nan"), ValueError), (float("inf"), ValueError),
+                                            (True, TypeError), ("38", TypeError), (None, TypeError)])  # fmt: skip
+def test_format_duration_refuses_what_is_not_a_duration(bad, error):
+    with pytest.raises(error, match="seconds must be a finite number >= 0"):
+        runtime.format_duration(bad)
+
+
+def test_plural_agrees_with_its_count():
+    assert runtime.plural(1, "epoch") == "1 epoch"
+    assert runtime.plural(22, "epoch") == "22 epochs"
+    assert runtime.plural(0, "epoch") == "0 epochs"
+    assert runtime.plural(3000, "step") == "3,000 steps"
+    assert runtime.plural(6802, "step") == "6,802 steps"
+    assert runtime.plural(2, "batch", "batches") == "2 batches" and runtime.plural(1, "batch", "batches") == "1 batch"
+    with pytest.raises(TypeError, match="count must be an int"):
+        runtime.plural(1.0, "epoch")
+    with pytest.raises(ValueError, match="noun"):
+        runtime.plural(2, "")

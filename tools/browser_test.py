@@ -422,6 +422,8 @@ def main() -> int:
     parser.add_argument("--keyboard", metavar="NAME", help="the notebook also used with the keyboard alone "
                         "(default: the first of those tested with a slider, else the first)")
     args = parser.parse_args()
+    # Absolute: the test runs JupyterLab from a temporary folder, where a relative `.venv` means nothing.
+    args.lab_venv = args.lab_venv.absolute()
     problem = missing_tools()
     if problem:
         print(f"browser test cannot run: {problem}", file=sys.stderr)

@@ -17,7 +17,9 @@ and fails the test: the site must work offline. Checked:
   folded cell opened, in the dark colour scheme (the colour rules) and at a phone's width; every image in a
   page's content has a description for its alt, not its file name; and one widget page is used with the
   keyboard alone: Tab from the top of the page (through "Skip to content") reaches a control, which has a
-  name and shows its focus, and keys change it without leaving the page.
+  name and shows its focus, and keys change it without leaving the page;
+- the feedback page a graded student reads (tools/feedback_page_test.py): no sideways scrolling at 320 CSS px
+  (light, dark, printed), axe-core's rules at 320 and 1,280 px.
 Screenshots, the console log and axe's findings (axe.json) go to $MLLM_ARTIFACTS/site/ (default
 artifacts/site/). Setup: `make site`, then tools/browser-setup.sh VENV (Debian's chromium, pinned playwright).
 """
@@ -39,7 +41,7 @@ from urllib.parse import unquote, urldefrag, urlparse
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from tools import browser_test  # noqa: E402
+from tools import browser_test, feedback_page_test  # noqa: E402
 from tools.browser_test import CHROMIUM, CHROMIUM_ARGS, free_port, missing_tools, widget_notebooks  # noqa: E402
 from tools.site import BEGIN_HIDDEN, OUT, course_a11y, course_rows, js_modules, strip_hidden_tests  # noqa: E402
 
@@ -564,6 +566,12 @@ def run(site: Path, shots: Path) -> int:
                         print(f"{'PASS' if ok else 'FAIL'} keyboard on {keyboard}: {result}", flush=True)
                         if not ok:
                             failures.append(f"keyboard on {keyboard}: {result}")
+                    # The feedback page a graded student reads: reflow at 320 px, axe, light and dark.
+                    feedback = feedback_page_test.check(browser, axe, shots)
+                    print(f"{'FAIL' if feedback else 'PASS'} feedback page (tools/feedback_page_test.py)"
+                          + (f": {feedback}" if feedback else ": reflows at 320 px, axe: no violation"), flush=True)
+                    if feedback:
+                        failures.append(f"feedback page: {feedback}")
                     if outside:
                         failures.append(f"requests to other hosts: {outside}")
                 finally:
@@ -571,7 +579,7 @@ def run(site: Path, shots: Path) -> int:
         finally:
             stop(server)
     report_axe(axe_found, shots)
-    checks = len(seen) + 1 + len(SEARCH_TERMS) + (1 if keyboard_page(names) else 0)
+    checks = len(seen) + 2 + len(SEARCH_TERMS) + (1 if keyboard_page(names) else 0)
     print(f"{checks - len(failures)} passed, {len(failures)} failed")
     return len(failures)
 

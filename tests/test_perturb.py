@@ -1,0 +1,84 @@
+"""tools/perturb.py: the perturbed setups really change a kernel's arithmetic (or the run fails)."""
+
+import json
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tools import perturb
+
+nbclient = pytest.importorskip("nbclient")
+
+PROBE = """
+import os, torch
+torch.set_num_threads(1)
+p = torch.nn.Parameter(torch.zeros(2, 3, dtype=torch.float64))
+opt = torch.optim.SGD([p], lr=0.0)
+p.grad = torch.zeros_like(p)
+opt.step()
+opt.step()
+print(json.dumps({"threads": torch.get_num_threads(), "aten": os.environ.get("ATEN_CPU_CAPABILITY"),
+                  "mkl": os.environ.get("MKL_CBWR"), "first": p[0, 0].item(),
+                  "rest": p.flatten()[1:].abs().max().item()}))
+"""
+
+
+def probe(tmp_path: Path, setup: str | None) -> dict:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import json\n" + PROBE)])
+    env = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE"}
+    if setup:
+        env["MLLM_PERTURB"] = setup
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(perturb.SITE), os.environ.get("PYTHONPATH")]))
+    saved = {k: os.environ.get(k) for k in [*env, "MLLM_PERTURB", "PYTHONPATH"]}
+    os.environ.update(env)
+    if not setup:
+        os.environ.pop("MLLM_PERTURB", None)
+    try:
+        nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
+                                resources={"metadata": {"path": str(tmp_path)}}).execute()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return json.loads(nb.cells[0].outputs[0]["text"])
+
+
+def test_unperturbed_kernel_keeps_the_course_settings(tmp_path):
+    got = probe(tmp_path, None)
+    assert got == {"threads": 1, "aten": "avx2", "mkl": "COMPATIBLE", "first": 0.0, "rest": 0.0}
+
+
+def test_kernels_setup_changes_code_paths_and_threads(tmp_path):
+    got = probe(tmp_path, "kernels")
+    assert (got["threads"], got["aten"], got["mkl"]) == (2, "default", "AUTO")
+    assert got["first"] == 0.0
+
+
+def test_nudge_moves_one_weight_once(tmp_path):
+    got = probe(tmp_path, "nudge")
+    assert got["first"] == pytest.approx(1e-7, rel=1e-9)  # nudged at the first step only, not the second
+    assert got["rest"] == 0.0 and got["threads"] == 1
+
+
+def test_unknown_setup_is_refused():
+    with pytest.raises(SystemExit):
+        perturb.main(["--setup", "wobble"])
+
+
+def test_main_runs_pytest_per_setup(monkeypatch, capsys):
+    started = []
+
+    class Done:
+        returncode = 0
+
+        def communicate(self):
+            return "1 passed\n", None
+
+    monkeypatch.setattr(perturb, "start", lambda name, setup, paths: started.append((setup, paths)) or Done())
+    assert perturb.main(["--plain", "student/", "--", "notebooks/x.ipynb"]) == 0
+    assert started == [("kernels", ["notebooks/x.ipynb"]), ("nudge", ["notebooks/x.ipynb"]), (None, ["student/"])]
+    assert "3 of 3 runs passed" in capsys.readouterr().out
