@@ -388,3 +388,14 @@ def test_a_model_not_built_on_the_lessons_class_is_refused():
         else:
             with pytest.raises(codec.DecodeError, match="built on no class of the notebook, not on Base"):
                 codec.rebuild_module(data, {"Built": Built})
+
+
+def test_a_meta_tensor_argument_left_alone_is_unchanged():
+    """Notebook 10's check passes ids on the meta device (shapes without values): reading its state after the call
+    must not fail the check (it has no values to compare; only a change of its layout counts)."""
+    ids = torch.ones(2, 3, dtype=torch.long).to("meta")
+    assert codec.state_after(ids, codec.snapshot(ids)) is None
+    resized = torch.ones(2, 3).to("meta")
+    before = codec.snapshot(resized)
+    resized.resize_(6)
+    assert codec.state_after(resized, before) is not None
