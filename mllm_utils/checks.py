@@ -344,8 +344,8 @@ def check_close(name: str, got, expected, atol: float = 1e-5, rtol: float = 1e-4
         if mistake := _matched_close(name, got_t, exp_t, mistakes, atol, rtol):
             _fail(name, f"the result has nan or inf values: {mistake}", _describe(expected), _describe(got), None,
                   mistake=mistake)
-        finite = torch.isfinite(got_t).numpy()
-        where = _array_difference(got_t.numpy(), exp_t.numpy(), ~finite) if got_t.dim() else ""
+        finite = torch.isfinite(got_t).cpu().numpy()
+        where = _array_difference(got_t.cpu().numpy(), exp_t.cpu().numpy(), ~finite) if got_t.dim() else ""
         _fail(name, "the result has nan or inf values", _describe(expected), _describe(got),
               hint or "look for a division by zero or a log of 0", where=where)
     if got_t.numel() == 0:
@@ -364,7 +364,8 @@ def check_close(name: str, got, expected, atol: float = 1e-5, rtol: float = 1e-4
                   mistake=mistake)
         where = ""
         if got_t.dim():
-            where = _array_difference(got_t.numpy(), exp_t.numpy(), ~_close(got_t, exp_t, atol, rtol).numpy())
+            where = _array_difference(got_t.cpu().numpy(), exp_t.cpu().numpy(),
+                                      ~_close(got_t, exp_t, atol, rtol).cpu().numpy())
         _fail(name, problem, _describe(expected), _describe(got), hint, where=where)
     # Not the difference itself: above 1e-6 its digits depend on the machine's last bits (kernels, threads).
     largest = diff.max().item()

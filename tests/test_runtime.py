@@ -65,6 +65,13 @@ NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 READS_SIZE = re.compile(r"\bSIZE\b|\bis_quick\(|\brun_size\(|MLLM_QUICK")
 
 
+def value_of(node):
+    """A start() argument: a literal, or the measured time the notebook reads (runtime.quick_time("NN", ...))."""
+    if isinstance(node, ast.Call) and ast.unparse(node.func) in ("mllm_utils.runtime.quick_time", "runtime.quick_time"):
+        return runtime.quick_time(*[ast.literal_eval(a) for a in node.args])
+    return ast.literal_eval(node)
+
+
 def start_call(path):
     """The keyword and positional arguments of the notebook's mllm_utils.start(...) call, and its other code."""
     nb = nbformat.read(path, as_version=4)
@@ -72,8 +79,8 @@ def start_call(path):
     for i, source in enumerate(code):
         for node in ast.walk(ast.parse(source)):
             if isinstance(node, ast.Call) and ast.unparse(node.func) in ("mllm_utils.start", "start"):
-                args = [ast.literal_eval(a) for a in node.args]
-                kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+                args = [value_of(a) for a in node.args]
+                kwargs = {k.arg: value_of(k.value) for k in node.keywords}
                 call = ast.get_source_segment(source, node)
                 here = re.sub(r"^SIZE\s*=\s*$", "", source.replace(call, ""), flags=re.M)  # the assignment itself
                 return args, kwargs, "\n".join(code[:i] + [here] + code[i + 1 :])
