@@ -44,13 +44,10 @@ LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 # and a fresh clone's notebooks are not trusted yet: `jupyter trust` records them as the learner's own.
 # A learner opens the learner's versions (student/): the lessons with their outputs, the exercises to do.
 # JupyterLab's root is the course's folder, so that solutions/ (linked after each exercise) opens offline
-# in the same lab; it starts in student/. The CPU code paths of the committed outputs (CPU_ENV in
-# tools/notebooks.py), so a learner's run on an x86 CPU prints the same numbers as the course's; a
-# variable already set in your shell is kept.
+# in the same lab; it starts in student/.
 lab: setup  ## open the course in JupyterLab, in student/ (solutions/ beside it)
 	$(VENV)/bin/jupyter trust student/*.ipynb >/dev/null
-	MKL_CBWR=$${MKL_CBWR:-COMPATIBLE} ONEDNN_MAX_CPU_ISA=$${ONEDNN_MAX_CPU_ISA:-AVX2} \
-	ATEN_CPU_CAPABILITY=$${ATEN_CPU_CAPABILITY:-avx2} $(VENV)/bin/jupyter lab $(LAB_ARGS) \
+	$(VENV)/bin/jupyter lab $(LAB_ARGS) \
 	--ServerApp.root_dir=. --LabApp.default_url=/lab/tree/student
 
 test: test-units  ## unit tests, the classroom kit end to end, lint, then every notebook under nbval (quick size)
@@ -89,11 +86,12 @@ test-site: site  ## the built site in headless Chromium, offline: pages, links, 
 	bash tools/browser-setup.sh $(SITE_VENV)
 	$(SPY) tools/site_test.py
 
-# Three nbval runs side by side, with one busy process besides: every notebook as committed, and the lessons
-# again under two perturbed numerical setups (tools/perturb.py: other CPU kernels and two threads; one weight
-# nudged by 1e-7 before training), which stand in for another machine's last bits on this one.
-test-loaded: teach-setup  ## every notebook under nbval on a busy machine, side by side with the lessons under two perturbed numerical setups
-	$(TPY) tools/under_load.py --busy 1 -- $(TPY) tools/perturb.py --plain notebooks/ student/ -- notebooks/
+# Three nbval runs side by side, with one busy process besides: the learner's versions as committed, and the
+# lessons under two perturbed numerical setups (tools/perturb.py: other CPU kernels and two threads; one weight
+# nudged by 1e-7 before training), which stand in for another machine's last bits on this one. The lessons'
+# outputs must hold under both, so an unperturbed run of them would only repeat what `nudge` compares.
+test-loaded: teach-setup  ## every notebook under nbval on a busy machine: the learner's versions as they are, the lessons under two perturbed numerical setups
+	$(TPY) tools/under_load.py --busy 1 -- $(TPY) tools/perturb.py --plain student/ -- notebooks/
 
 test-perturbed: teach-setup  ## the lessons' outputs compared under the two perturbed numerical setups only (NB=path for one)
 	$(TPY) tools/perturb.py -- $(or $(NB),notebooks/)

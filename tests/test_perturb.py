@@ -27,12 +27,14 @@ print(json.dumps({"threads": torch.get_num_threads(), "aten": os.environ.get("AT
 
 def probe(tmp_path: Path, setup: str | None) -> dict:
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import json\n" + PROBE)])
-    env = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE"}
+    env = {}
     if setup:
         env["MLLM_PERTURB"] = setup
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(perturb.SITE), os.environ.get("PYTHONPATH")]))
-    saved = {k: os.environ.get(k) for k in [*env, "MLLM_PERTURB", "PYTHONPATH"]}
+    saved = {k: os.environ.get(k) for k in ["ATEN_CPU_CAPABILITY", "MKL_CBWR", "MLLM_PERTURB", "PYTHONPATH"]}
     os.environ.update(env)
+    for name in ("ATEN_CPU_CAPABILITY", "MKL_CBWR"):  # an unperturbed kernel: the CPU's own paths
+        os.environ.pop(name, None)
     if not setup:
         os.environ.pop("MLLM_PERTURB", None)
     try:
@@ -47,14 +49,14 @@ def probe(tmp_path: Path, setup: str | None) -> dict:
     return json.loads(nb.cells[0].outputs[0]["text"])
 
 
-def test_unperturbed_kernel_keeps_the_course_settings(tmp_path):
+def test_unperturbed_kernel_keeps_the_cpus_own_paths(tmp_path):
     got = probe(tmp_path, None)
-    assert got == {"threads": 1, "aten": "avx2", "mkl": "COMPATIBLE", "first": 0.0, "rest": 0.0}
+    assert got == {"threads": 1, "aten": None, "mkl": None, "first": 0.0, "rest": 0.0}
 
 
 def test_kernels_setup_changes_code_paths_and_threads(tmp_path):
     got = probe(tmp_path, "kernels")
-    assert (got["threads"], got["aten"], got["mkl"]) == (2, "default", "AUTO")
+    assert (got["threads"], got["aten"], got["mkl"]) == (2, "default", "COMPATIBLE")
     assert got["first"] == 0.0
 
 

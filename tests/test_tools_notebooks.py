@@ -1,6 +1,5 @@
 """The header command: one address in pyproject.toml, rewritten into every notebook."""
 
-from pathlib import Path
 
 import nbformat
 
@@ -84,13 +83,3 @@ def test_a_notebook_without_widgets_keeps_no_widget_metadata(tmp_path):
     notebooks.save(nb, path)
     assert "widgets" not in nbformat.read(path, as_version=4).metadata
 
-
-def test_make_lab_sets_the_cpu_code_paths_of_the_committed_runs():
-    """`make lab` starts JupyterLab with the same CPU variables as the committed runs (CPU_ENV)."""
-    from tools.notebooks import CPU_ENV, RUN_ENV
-
-    makefile = (Path(__file__).resolve().parent.parent / "Makefile").read_text()
-    lab = makefile[makefile.index("\nlab:"):].split("\n\n", 1)[0]
-    for name, value in CPU_ENV.items():
-        assert f"{name}=$${{{name}:-{value}}}" in lab, name
-        assert RUN_ENV[name] == value

@@ -10,8 +10,11 @@ Python and torch versions, the constraints, requirements.txt, the package's decl
 later run with the same inputs reuses it and downloads nothing; a change builds a new one and removes the old. A build
 that is interrupted has no ``.complete`` mark, and the next build removes it.
 
-``test`` runs nbval on every notebook (strict: every output compared, the project's sanitizer, no
-extra rules) and, for ``oldest``, the unit tests too; it prints one summary line per environment,
+``test`` runs nbval (strict: every output compared, the project's sanitizer, no extra rules) on one
+version of every notebook: ``colab`` on the learner's versions (student/, what the Colab badge opens),
+``oldest`` on the lessons (notebooks/, every cell of the learner's versions and the solutions besides),
+with its unit tests too; CI's own environment compares both versions (``make test-loaded``). It
+prints one summary line per environment,
 ``NAME: N notebooks run, N cells compared, N cells differing``, and exits non-zero on any failure.
 """
 
@@ -69,6 +72,7 @@ class Env:
     constraints: Path | None = None
     requirements: Path | None = None  # installed after torch, as a learner would
     unit_tests: bool = False
+    notebooks: str = "notebooks"  # which version of the notebooks it compares: notebooks (lessons) or student
 
     def inputs(self) -> bytes:
         """Everything that decides what the environment holds, for the cache key."""
@@ -94,6 +98,7 @@ ENVS = {
         packages=["pip", "numpy", "matplotlib", "ipywidgets", "ipykernel", "ipython", "jupyter_client",
                   "tqdm", "pooch", "requests", "packaging", "nbformat", "nbclient", "pytest", "nbval==0.11.0"],
         constraints=COLAB_CONSTRAINTS,
+        notebooks="student",
     ),
     "oldest": Env(
         name="oldest",
@@ -180,14 +185,14 @@ def test(env: Env) -> int:
             (fake.parent.parent / "sitecustomize.py").write_text("import google.colab  # noqa: F401\n")
             run_env["PYTHONPATH"] = str(fake.parent.parent)
             run_env["MLLM_COURSE_DIR"] = str(ROOT)  # the setup cell's clone, already here
-            groups = {"notebooks": ["notebooks", "student"]}
+            groups = {"notebooks": [env.notebooks]}
         else:
             # requirements.txt installs the package editable: point it at this clone.
             sh(*[py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "-e", ROOT])
             # requirements.txt is a learner's install: nbgrader, a teacher's extra, is not in it, so the
             # tests that grade with it run in CI's own environment (`make test`), not here; so does the run of
             # every notebook with the learners' likely wrong answers (test_visible_checks, about five minutes).
-            groups = {"notebooks": ["notebooks", "student"],
+            groups = {"notebooks": [env.notebooks],
                       "unit-tests": ["--ignore=tests/test_classroom.py", "--ignore=tests/test_grading_hostile.py",
                                      "--ignore=tests/test_visible_checks.py", "--deselect", NBGRADER_HYGIENE,
                                      "--deselect", NBGRADER_LMS, "tests"]}

@@ -4,10 +4,11 @@ Python imports ``sitecustomize`` at start-up, before any notebook code, so the v
 MKL and oneDNN read when they load can still be changed here. ``MLLM_PERTURB`` names the setups, comma
 separated:
 
-- ``kernels``: other float code paths than the committed runs': PyTorch's default (non-AVX2) kernels,
-  MKL's own choice of path (``MKL_CBWR=AUTO``), oneDNN's widest instructions, and two threads for
-  every intra-op sum, whatever the notebook asks for (``torch.set_num_threads`` is pinned at 2);
-- ``nudge``: the course's code paths, but one weight moved by 1e-7 before each optimizer's first
+- ``kernels``: other float code paths than an unperturbed run's, which takes the widest this CPU has
+  (AVX2 or AVX-512): PyTorch's default (non-vectorised) kernels, MKL's oldest path
+  (``MKL_CBWR=COMPATIBLE``, SSE2), oneDNN held to SSE4.1, and two threads for every intra-op sum,
+  whatever the notebook asks for (``torch.set_num_threads`` is pinned at 2);
+- ``nudge``: the unperturbed code paths, but one weight moved by 1e-7 before each optimizer's first
   step (a stand-in for another machine's last bits, which a chaotic training amplifies).
 
 A printed value that either setup changes depends on the last bit of a float sum, so it would differ
@@ -28,8 +29,8 @@ _IS_KERNEL = "ipykernel_launcher" in getattr(sys, "orig_argv", sys.argv)[:4]
 def _perturb() -> None:
     if "kernels" in _SETUPS:
         os.environ["ATEN_CPU_CAPABILITY"] = "default"
-        os.environ["MKL_CBWR"] = "AUTO"
-        os.environ.pop("ONEDNN_MAX_CPU_ISA", None)
+        os.environ["MKL_CBWR"] = "COMPATIBLE"
+        os.environ["ONEDNN_MAX_CPU_ISA"] = "SSE41"
         os.environ["OMP_NUM_THREADS"] = "2"
         os.environ["MKL_NUM_THREADS"] = "2"
     import torch
