@@ -29,7 +29,7 @@ import nbformat
 
 from mllm_classroom import sandbox
 from mllm_classroom.channel import Channel, ChannelError, pair
-from mllm_classroom.lessons import ClassroomError, cell_timeout, measured_peak_mib, tasks
+from mllm_classroom.lessons import ClassroomError, cell_timeout, lesson_only, measured_peak_mib, tasks
 
 JUDGE_MEMORY_FACTOR = 2  # the judge holds the lesson's state and one forked copy at a time
 WALL_FACTOR = 3  # a submission's whole grading may take this many cell timeouts, plus WALL_MARGIN
@@ -65,6 +65,7 @@ class Result:
     file: str = ""  # the file graded, as the LMS named it
     seconds: float = 0.0
     calls: int = 0
+    skipped: int = 0  # the lesson's own study cells left out of its run (lessons.LESSON_ONLY)
 
 
 def find_submission(folder: Path, stem: str) -> tuple[Path | None, list[str]]:
@@ -90,8 +91,9 @@ class Zygote:
         lesson = nbformat.read(lesson_path, as_version=4)
         plan = tasks(lesson)
         first = plan[0].check if plan else len(lesson.cells)
+        skip = lesson_only(lesson)  # the lesson's own study: no check reads it (lessons.lesson_only_problems)
         for index, cell in enumerate(lesson.cells[:first]):
-            if cell.cell_type != "code" or not cell.source.strip():
+            if cell.cell_type != "code" or not cell.source.strip() or cell.get("id") in skip:
                 continue
             self.channel.send({"op": "run", "code": cell.source})
             try:
@@ -177,11 +179,21 @@ def end(pidfd: int | None) -> None:
 
 def grade_one(lesson_path: Path, file: Path, zygote: Zygote, limits: sandbox.Limits, timeout: int,
               use_sandbox: bool, budget: int | None = None, reference: dict | None = None) -> dict:
-    """Grade one submission in a process of its own; its outcome (judge.Outcome as a dict)."""
+    """Grade one submission in a process of its own; its outcome (judge.Outcome as a dict). A submission whose
+    code needed a name from a cell left out of its run (lessons.LESSON_ONLY) is graded again with every cell."""
+    outcome = grade_once(lesson_path, file, zygote, limits, timeout, use_sandbox, budget, reference, skip=True)
+    if outcome.get("again_in_full"):  # within what is left of its budget: a second run costs the class nothing more
+        left = None if budget is None else max(1, int(budget - outcome.get("seconds", 0)))
+        outcome = grade_once(lesson_path, file, zygote, limits, timeout, use_sandbox, left, reference, skip=False)
+    return outcome
+
+
+def grade_once(lesson_path: Path, file: Path, zygote: Zygote, limits: sandbox.Limits, timeout: int,
+               use_sandbox: bool, budget: int | None, reference: dict | None, skip: bool) -> dict:
     judge, pidfd = zygote.fork()
     job = {"lesson": str(lesson_path), "submission": str(file), "judge_fd": judge.fileno(), "timeout": timeout,
            "import_mib": sandbox.import_mib(), "budget": budget, "reference": reference or {},
-           "limits": limits.__dict__, "use_sandbox": use_sandbox}
+           "limits": limits.__dict__, "use_sandbox": use_sandbox, "skip": skip}
     wall = max(WALL_FACTOR * timeout, (budget or 0) + timeout) + WALL_MARGIN
     process = subprocess.Popen([sys.executable, "-m", "mllm_classroom.judge"], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, pass_fds=(judge.fileno(),),
@@ -246,7 +258,8 @@ def grade_shard(lessons: list[Path], students: dict[str, Path], threads: int, ti
                     outcome = {"status": f"grading failed: {type(error).__name__}: {str(error)[:200]}"}
                     print(f"mllm-classroom: grading {file} failed: {type(error).__name__}: {str(error)[:200]}",
                           file=sys.stderr)
-                for key in ("status", "points", "notes", "review", "withheld", "verdicts", "seconds", "calls"):
+                for key in ("status", "points", "notes", "review", "withheld", "verdicts", "seconds", "calls",
+                            "skipped"):
                     if key in outcome:
                         value = outcome[key]
                         setattr(result, key, result.review + value if key == "review" else value)

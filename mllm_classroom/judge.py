@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 
 from mllm_classroom import sandbox
 from mllm_classroom.channel import Channel, ChannelError, TimedOut
-from mllm_classroom.lessons import tasks
+from mllm_classroom.lessons import lesson_only, tasks
 from mllm_classroom.sandbox import Limits, Sandbox
 
 MAX_NOTEBOOK_BYTES = 64 * 1024 * 1024
@@ -54,6 +54,8 @@ class Outcome:
     withheld: float = 0.0
     calls: int = 0  # calls of the student's functions the judge made
     seconds: float = 0.0
+    skipped: int = 0  # the lesson's own study cells (lessons.LESSON_ONLY) left out of the student's run
+    again_in_full: bool = False  # a NameError after leaving some out: grade.grade_one grades it again in full
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -321,6 +323,7 @@ def grade_submission(job: dict, judge: Channel) -> Outcome:
     reference = job.get("reference") if isinstance(job.get("reference"), dict) else {}
     grader = Grader(student, judge, int(job["timeout"]), float(budget) if budget else None, reference)
     grader.warm_up(max(120, 3 * int(job["timeout"])))  # a loaded machine may take long to import PyTorch
+    skip = lesson_only(lesson) if job.get("skip", True) else {}
     try:
         first_check = plan[0].check if plan else len(lesson.cells)
         done = -1  # the last submitted cell run on the student's side
@@ -335,8 +338,12 @@ def grade_submission(job: dict, judge: Channel) -> Outcome:
             anchor = anchors.get(task.name)
             if anchor is not None and anchor > done:
                 for i in range(done + 1, anchor + 1):
-                    if cells[i]["type"] == "code" and i not in check_cells and cells[i]["source"].strip():
-                        grader.run_student(i, cells[i]["source"])
+                    if cells[i]["type"] != "code" or i in check_cells or not cells[i]["source"].strip():
+                        continue
+                    if skip.get(cells[i]["id"]) == cells[i]["source"]:  # the lesson's study, as the lesson has it
+                        outcome.skipped += 1
+                        continue
+                    grader.run_student(i, cells[i]["source"])
                 done = anchor
             ran[task.name] = done
             if task.name not in solutions:
@@ -356,6 +363,10 @@ def grade_submission(job: dict, judge: Channel) -> Outcome:
             if failed:
                 outcome.verdicts[task.name] = failed[0]
         outcome.notes += grader.notes[:MAX_FINDINGS]
+        # A name the student's code took from a cell left out (no cell of the lesson's own does): run all of it.
+        outcome.again_in_full = bool(outcome.skipped) and (
+            any(" raised NameError" in note for note in grader.notes)
+            or any(v.get("kind") == "undefined" or v.get("type") == "NameError" for v in outcome.verdicts.values()))
         if grader.stopped:
             outcome.notes.append(f"the notebook was stopped: {grader.stopped}")
     finally:

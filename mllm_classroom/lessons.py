@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+import symtable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,6 +14,12 @@ MIN_CELL_TIMEOUT = 60  # seconds; a cell gets max(this, TIMEOUT_FACTOR x the not
 TIMEOUT_FACTOR = 5
 HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS[ \t]*$(.*?)^[ \t]*### END HIDDEN TESTS[ \t]*$", re.M | re.S)
 SOLUTION = re.compile(r"^[ \t]*### BEGIN SOLUTION[ \t]*$(.*?)^[ \t]*### END SOLUTION[ \t]*$", re.M | re.S)
+# A cell tag: the lesson's own study (a demonstration, a multi-seed experiment), which nothing after it reads.
+# Grading leaves such a cell out of a submission's run when the submission kept it as the lesson has it (same
+# cell id, same source), and out of the judge's run of the lesson: a class of 05 is graded in a fraction of
+# the time. `lesson_only_problems` proves for each lesson that no later cell reads a name such a cell binds; a
+# submission that needs one anyway (a NameError) is graded again in full (grade.grade_one).
+LESSON_ONLY = "lesson-only"
 SECRET_MIN_CHARS = 8  # shorter lines (")", "else:", "return x") say nothing and appear everywhere
 
 
@@ -130,6 +137,48 @@ def tasks(nb) -> list[Task]:
                               visible=visible, hidden=hidden, names=defined_names(sol_cell.source),
                               solution_cell_id=sol_cell.get("id", ""), check_cell_id=cell.get("id", "")))
     return found
+
+
+def lesson_only(nb) -> dict[str, str]:
+    """The cells tagged LESSON_ONLY: their cell id -> their source."""
+    return {cell.get("id", ""): cell.source for cell in nb.cells
+            if cell.cell_type == "code" and LESSON_ONLY in cell.metadata.get("tags", []) and cell.get("id")}
+
+
+def _globals(source: str) -> tuple[set[str], set[str]]:
+    """(the names a cell binds at its top level, the names it reads as globals, in any of its scopes)."""
+    try:
+        table = symtable.symtable(source, "cell", "exec")
+    except SyntaxError:
+        return set(), set()
+    binds = {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported() or s.is_namespace()}
+    reads = {s.get_name() for s in table.get_symbols() if s.is_referenced()}
+    stack = list(table.get_children())
+    while stack:
+        scope = stack.pop()
+        reads |= {s.get_name() for s in scope.get_symbols() if s.is_referenced() and s.is_global()}
+        stack += scope.get_children()
+    return binds, reads - binds  # a name the cell binds itself is read after it binds it (a loop, a def)
+
+
+def lesson_only_problems(nb) -> list[str]:
+    """Why the LESSON_ONLY cells of ``nb`` could not be left out of a run: a later cell that is run reads a
+    name whose last binding before it is in such a cell, a tagged cell holds an exercise or a check, or it
+    changes what a later cell reads without binding a name (random numbers, global settings: by review)."""
+    skipped = {i for i, c in enumerate(nb.cells) if c.cell_type == "code" and LESSON_ONLY in c.metadata.get("tags", [])}
+    graded = {t.solution for t in tasks(nb)} | {t.check for t in tasks(nb)}
+    problems = [f"cell {i} is an exercise or a check and cannot be {LESSON_ONLY}" for i in sorted(skipped & graded)]
+    last = {}
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        binds, reads = _globals(cell.source)
+        if index not in skipped:
+            problems += [f"cell {index} reads {name!r}, last bound in the {LESSON_ONLY} cell {last[name]}"
+                         for name in sorted(reads) if last.get(name) in skipped]
+        for name in binds:
+            last[name] = index
+    return problems
 
 
 def measured_seconds(nb) -> float | None:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import nbformat
 
-from mllm_classroom.lessons import HIDDEN, SOLUTION, exercises, measured_seconds, tasks
+from mllm_classroom.lessons import HIDDEN, LESSON_ONLY, SOLUTION, exercises, measured_seconds, tasks
 
 REGION = re.compile(r"^(?P<indent>[ \t]*)### BEGIN SOLUTION[ \t]*\n.*?^[ \t]*### END SOLUTION[ \t]*$", re.M | re.S)
 IMPORT = "from mllm_utils.checks import NotDone\n"
@@ -99,6 +99,10 @@ def learner_version(lesson, stem: str, repository: str, folder: str = "student",
     by_check = {t.check: t for t in plan}
     cells = []
     for index, cell in enumerate(nb.cells):
+        if LESSON_ONLY in cell.metadata.get("tags", []):  # the grader's business, not the learner's
+            cell.metadata["tags"].remove(LESSON_ONLY)
+            if not cell.metadata["tags"]:
+                del cell.metadata["tags"]
         if "colab-badge" in cell.metadata.get("tags", []):
             cell.source = cell.source.replace(f"/notebooks/{stem}.ipynb", f"/{folder}/{stem}.ipynb")
         if index in by_solution:
