@@ -323,7 +323,8 @@ def grade_submission(job: dict, judge: Channel) -> Outcome:
     reference = job.get("reference") if isinstance(job.get("reference"), dict) else {}
     grader = Grader(student, judge, int(job["timeout"]), float(budget) if budget else None, reference)
     grader.warm_up(max(120, 3 * int(job["timeout"])))  # a loaded machine may take long to import PyTorch
-    skip = lesson_only(lesson) if job.get("skip", True) else {}
+    study = lesson_only(lesson)
+    skip = study if job.get("skip", True) else {}
     try:
         first_check = plan[0].check if plan else len(lesson.cells)
         done = -1  # the last submitted cell run on the student's side
@@ -331,8 +332,8 @@ def grade_submission(job: dict, judge: Channel) -> Outcome:
         for index in range(first_check, len(lesson.cells)):
             cell = lesson.cells[index]
             task = next((t for t in plan if t.check == index), None)
-            if task is None:
-                if cell.cell_type == "code" and cell.source.strip():
+            if task is None:  # a lesson cell: the judge runs it, but not the lesson's own study (as the zygote)
+                if cell.cell_type == "code" and cell.source.strip() and cell.get("id") not in study:
                     grader.run_judge(index, cell.source)
                 continue
             anchor = anchors.get(task.name)
