@@ -36,8 +36,8 @@ MAX_NOTEBOOK_BYTES = 64 * 1024 * 1024
 INTERRUPT_GRACE = 20  # seconds a process has to answer after an interrupt before its sandbox is ended
 # One call of a student's function may take CALL_FACTOR times what the whole check took with the lesson's own
 # solution (measured once per grading run: grade.Zygote.reference), and at least CALL_FLOOR seconds.
-CALL_FACTOR = 10
-CALL_FLOOR = 10.0
+CALL_FACTOR = 20  # a busy machine: other work, and this class's other sandboxes, share its cores
+CALL_FLOOR = 20.0
 MAX_FINDINGS = 20  # review's findings kept per submission (the rest counted)
 RELAYED = ("result", "observed", "state", "raised", "unsendable", "unreadable", "changed")
 

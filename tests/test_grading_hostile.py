@@ -363,10 +363,29 @@ class Watch(threading.Thread):
             pass
         return 0.0
 
+    @staticmethod
+    def ours(pid: str, parents: dict) -> bool:
+        """Is ``pid`` this test process or one of its descendants (ppid chain, read from /proc as needed)?"""
+        me, seen = str(os.getpid()), set()
+        while pid not in ("0", "1", "") and pid not in seen:
+            if pid == me:
+                return True
+            seen.add(pid)
+            if pid not in parents:
+                try:
+                    status = Path(f"/proc/{pid}/status").read_text()
+                    parents[pid] = next((line.split(":", 1)[1].strip() for line in status.splitlines()
+                                         if line.startswith("PPid:")), "0")
+                except OSError:
+                    return False
+            pid = parents[pid]
+        return False
+
     def run(self):
         start = shutil.disk_usage(self.disk).free
         while not self.stop.is_set():
             by_uid, students, grader, judges = {}, set(), 0, 0
+            parents = {}
             for pid in os.listdir("/proc"):
                 try:
                     status = Path(f"/proc/{pid}/status").read_text()
@@ -374,8 +393,11 @@ class Watch(threading.Thread):
                 except OSError:
                     continue
                 fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+                parents[pid] = fields.get("PPid", "0").strip()
                 if fields.get("State", "").strip().startswith("Z"):
                     continue  # ended, not yet reaped: holds no memory and runs nothing
+                if not self.ours(pid, parents):
+                    continue  # another grading run on this machine (a teacher's, a benchmark): not this class's
                 uid = int(fields.get("Uid", "0").split()[0])
                 rss = self.pss_mib(pid)
                 if uid >= sandbox.UID_BASE:
