@@ -86,12 +86,13 @@ test-site: site  ## the built site in headless Chromium, offline: pages, links, 
 	bash tools/browser-setup.sh $(SITE_VENV)
 	$(SPY) tools/site_test.py
 
-# Three nbval runs side by side, with one busy process besides: the learner's versions as committed, and the
-# lessons under two perturbed numerical setups (tools/perturb.py: other CPU kernels and two threads; one weight
-# nudged by 1e-7 before training), which stand in for another machine's last bits on this one. The lessons'
-# outputs must hold under both, so an unperturbed run of them would only repeat what `nudge` compares.
-test-loaded: teach-setup  ## every notebook under nbval on a busy machine: the learner's versions as they are, the lessons under two perturbed numerical setups
-	$(TPY) tools/under_load.py --busy 1 -- $(TPY) tools/perturb.py --plain student/ -- notebooks/
+# Two nbval runs side by side, with one busy process besides, each under a perturbed numerical setup
+# (tools/perturb.py) that stands in for another machine's last bits on this one: the learner's versions with
+# another CPU's code paths and two threads (`kernels`), the lessons with one weight nudged by 1e-7 before
+# training (`nudge`). Their outputs must hold under both, so an unperturbed run would only repeat what these
+# compare; `make test-envs` runs each version once more, in another environment.
+test-loaded: teach-setup  ## every notebook under nbval on a busy machine: the learner's versions under other CPU code paths, the lessons with a nudged weight
+	$(TPY) tools/under_load.py --busy 1 -- $(TPY) tools/perturb.py --setup kernels=student/ --setup nudge=notebooks/
 
 test-perturbed: teach-setup  ## the lessons' outputs compared under the two perturbed numerical setups only (NB=path for one)
 	$(TPY) tools/perturb.py -- $(or $(NB),notebooks/)

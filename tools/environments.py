@@ -44,7 +44,10 @@ NBGRADER_HYGIENE = "tests/test_notebook_hygiene.py::test_nbgrader_reads_the_mark
 NBGRADER_LMS = "tests/test_lms.py::test_canvas_and_moodle_zips_graded_through_the_command_line"
 # Raise when build() changes what it installs, so cached environments are built anew.
 BUILD = 1
-NBVAL = ["--nbval", "--nbval-current-env", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg"]
+# A quick-size cell takes a minute at most: one that runs 10 minutes is stuck, and fails with its name
+# instead of holding CI until its own limit.
+NBVAL = ["--nbval", "--nbval-current-env", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg",
+         "--nbval-cell-timeout", "600"]
 
 
 def lowest_torch() -> str:

@@ -4,10 +4,13 @@ Python imports ``sitecustomize`` at start-up, before any notebook code, so the v
 MKL and oneDNN read when they load can still be changed here. ``MLLM_PERTURB`` names the setups, comma
 separated:
 
-- ``kernels``: other float code paths than an unperturbed run's, which takes the widest this CPU has
-  (AVX2 or AVX-512): PyTorch's default (non-vectorised) kernels, MKL's oldest path
-  (``MKL_CBWR=COMPATIBLE``, SSE2), oneDNN held to SSE4.1, and two threads for every intra-op sum,
-  whatever the notebook asks for (``torch.set_num_threads`` is pinned at 2);
+- ``kernels``: the code paths of a CPU one instruction set below this one, as another machine would
+  take them: on an AVX-512 CPU (CI's Intel Xeon, an AMD Zen 4) those of an AVX2 one (an AMD Zen 2 or 3,
+  most laptops): PyTorch's AVX2 kernels, MKL's AVX2 path (``MKL_CBWR=AVX2``), oneDNN held to AVX2; on
+  a CPU without AVX-512, PyTorch's default (non-vectorised) kernels, MKL's SSE4.2 path and oneDNN held
+  to SSE4.1. The thread count stays the notebook's own (one, in every notebook that trains), as on a
+  learner's machine: forcing two made every small operation wait for a second thread on a busy
+  machine (07's learner's version took over nine minutes instead of 28 s beside one busy process).
 - ``nudge``: the unperturbed code paths, but one weight moved by 1e-7 before each optimizer's first
   step (a stand-in for another machine's last bits, which a chaotic training amplifies).
 
@@ -26,21 +29,25 @@ if _UNKNOWN:
 _IS_KERNEL = "ipykernel_launcher" in getattr(sys, "orig_argv", sys.argv)[:4]
 
 
+def _has_avx512() -> bool:
+    """Whether this CPU has AVX-512 (read before torch loads, since the variables must be set first)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " avx512f" in line for line in f)
+    except OSError:  # not Linux: take the paths below AVX2, which every x86-64 CPU has
+        return False
+
+
 def _perturb() -> None:
     if "kernels" in _SETUPS:
-        os.environ["ATEN_CPU_CAPABILITY"] = "default"
-        os.environ["MKL_CBWR"] = "COMPATIBLE"
-        os.environ["ONEDNN_MAX_CPU_ISA"] = "SSE41"
-        os.environ["OMP_NUM_THREADS"] = "2"
-        os.environ["MKL_NUM_THREADS"] = "2"
-    import torch
-
-    if "kernels" in _SETUPS:
-        torch.set_num_threads(2)
-        torch.set_num_threads = lambda n: None  # the notebooks' own set_num_threads(1) is ignored
-
+        aten, mkl, onednn = ("avx2", "AVX2", "AVX2") if _has_avx512() else ("default", "SSE4_2", "SSE41")
+        os.environ["ATEN_CPU_CAPABILITY"] = aten
+        os.environ["MKL_CBWR"] = mkl
+        os.environ["ONEDNN_MAX_CPU_ISA"] = onednn
     if "nudge" in _SETUPS:
         import weakref
+
+        import torch
 
         _nudged = weakref.WeakSet()
 
