@@ -88,7 +88,7 @@ test-site: site  ## the built site in headless Chromium, offline: pages, links, 
 
 # Two nbval runs side by side, with one busy process besides, each under a perturbed numerical setup
 # (tools/perturb.py) that stands in for another machine's last bits on this one: the learner's versions with
-# another CPU's code paths and two threads (`kernels`), the lessons with one weight nudged by 1e-7 before
+# another CPU's code paths (`kernels`), the lessons with one weight nudged by 1e-7 before
 # training (`nudge`). Their outputs must hold under both, so an unperturbed run would only repeat what these
 # compare; `make test-envs` runs each version once more, in another environment.
 test-loaded: teach-setup  ## every notebook under nbval on a busy machine: the learner's versions under other CPU code paths, the lessons with a nudged weight
