@@ -41,10 +41,10 @@ def start(name: str, setup: str | None, paths: list[str]) -> subprocess.Popen:
 
 def setup_arg(text: str) -> tuple[str, list[str] | None]:
     """``kernels`` or ``kernels=student/,notebooks/05_lstm.ipynb``: a setup and, if given, its own paths."""
-    name, _, paths = text.partition("=")
+    name, sep, paths = text.partition("=")
     if name not in SETUPS:
         raise argparse.ArgumentTypeError(f"unknown setup {name!r}: it must be one of {', '.join(SETUPS)}")
-    if _ and not paths.strip(","):
+    if sep and not paths.strip(","):
         raise argparse.ArgumentTypeError(f"--setup {text!r}: no path after '='; give one or leave out '='")
     return name, [path for path in paths.split(",") if path] or None
 

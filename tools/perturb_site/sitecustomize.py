@@ -9,8 +9,8 @@ separated:
   most laptops): PyTorch's AVX2 kernels, MKL's AVX2 path (``MKL_CBWR=AVX2``), oneDNN held to AVX2; on
   a CPU without AVX-512, PyTorch's default (non-vectorised) kernels, MKL's SSE4.2 path and oneDNN held
   to SSE4.1. The thread count stays the notebook's own (one, in every notebook that trains), as on a
-  learner's machine: forcing two made every small operation wait for a second thread on a busy
-  machine (07's learner's version took over nine minutes instead of 28 s beside one busy process).
+  learner's machine: forced to two beside one busy process, 07's learner's version ran one cell over
+  nine minutes, against 28 s for the whole notebook with its own one thread.
 - ``nudge``: the unperturbed code paths, but one weight moved by 1e-7 before each optimizer's first
   step (a stand-in for another machine's last bits, which a chaotic training amplifies).
 
